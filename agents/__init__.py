@@ -1,0 +1,1 @@
+"""Example agents shipped with Interlock, registered in ``agents.toml``."""

@@ -1,0 +1,1 @@
+"""The ``interlock`` command: run a service, create topics, and (later) review executions."""

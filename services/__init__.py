@@ -1,0 +1,1 @@
+"""Interlock's four services. Each imports ``shared``, never another service."""

@@ -1,0 +1,162 @@
+"""What the gateway does behind its routes, free of HTTP: accept invocations and decisions.
+
+The gateway stores the ``pending`` execution before publishing ``execution.requested``, so a GET
+right after the 202 finds it; the orchestrator takes it from there. For a decision it takes the
+suspension's one decision claim before publishing ``decision.submitted``, so of concurrent
+reviewers exactly one gets a 202 and the others a 409.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+
+import structlog
+
+from shared.agents import AgentRegistry
+from shared.bus import EventPublisher
+from shared.domain.decisions import canonical_decision
+from shared.domain.execution import Execution, ExecutionStatus, new_pending_execution
+from shared.events import AgentInput, DecisionSubmitted, ExecutionRequested
+from shared.store.ports import Claim, Page, Store
+from shared.topics import Topics
+
+log = structlog.get_logger(__name__)
+
+IDEMPOTENCY_NAMESPACE = uuid.UUID("6f1c9a52-4a8e-4d0b-9a57-3c1f4e2b7d10")
+
+
+class UnknownAgent(Exception):
+    def __init__(self, agent: str, known: list[str]) -> None:
+        super().__init__(f"agent {agent!r} is not registered; registered agents: {', '.join(known)}")
+        self.known = known
+
+
+class IdempotencyKeyReused(Exception):
+    pass
+
+
+class ExecutionNotFound(Exception):
+    pass
+
+
+class DecisionConflict(Exception):
+    pass
+
+
+def execution_id_for(project_id: str, workspace_id: str, idempotency_key: str | None) -> str:
+    if idempotency_key is None:
+        return str(uuid.uuid4())
+    return str(uuid.uuid5(IDEMPOTENCY_NAMESPACE, f"{project_id}/{workspace_id}/{idempotency_key}"))
+
+
+def fingerprint(agent: str, agent_input: AgentInput) -> str:
+    canonical = json.dumps({"agent": agent, "input": agent_input.model_dump(mode="json")}, sort_keys=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class Intake:
+    def __init__(
+        self, *, store: Store, publisher: EventPublisher, topics: Topics, registry: AgentRegistry
+    ) -> None:
+        self._store = store
+        self._publisher = publisher
+        self._topics = topics
+        self._registry = registry
+
+    async def invoke(
+        self,
+        *,
+        project_id: str,
+        workspace_id: str,
+        agent: str,
+        agent_input: AgentInput,
+        idempotency_key: str | None,
+        requested_by: str | None,
+    ) -> Execution:
+        if self._registry.get(agent) is None:
+            raise UnknownAgent(agent, self._registry.names())
+        execution_id = execution_id_for(project_id, workspace_id, idempotency_key)
+        event = ExecutionRequested(
+            event_id=f"{execution_id}:requested",
+            execution_id=execution_id,
+            correlation_id=execution_id,
+            project_id=project_id,
+            workspace_id=workspace_id,
+            agent=agent,
+            input=agent_input,
+            idempotency_key=idempotency_key,
+            requested_by=requested_by,
+        )
+        print_ = fingerprint(agent, agent_input)
+        execution, created = await self._store.executions.create(new_pending_execution(event, print_))
+        if not created and execution.request_fingerprint != print_:
+            raise IdempotencyKeyReused(
+                f"idempotency key {idempotency_key!r} was used for a different request"
+            )
+        if created or (execution.status is ExecutionStatus.PENDING and execution.epoch == 0):
+            # A retry of an invoke whose publish failed publishes again; the orchestrator
+            # treats the repeat as the same request.
+            await self._publisher.publish(event, self._topics.requested, key=execution_id)
+        log.info("invoke.accepted", execution_id=execution_id, created=created, agent=agent)
+        return execution
+
+    async def get(self, project_id: str, workspace_id: str, execution_id: str) -> Execution:
+        execution = await self._store.executions.get(project_id, execution_id)
+        if execution is None or execution.workspace_id != workspace_id:
+            raise ExecutionNotFound(execution_id)
+        return execution
+
+    async def list(
+        self,
+        project_id: str,
+        workspace_id: str,
+        status: ExecutionStatus | None,
+        limit: int,
+        cursor: str | None,
+    ) -> Page:
+        return await self._store.executions.list(
+            project_id, workspace_id, status=status, limit=limit, cursor=cursor
+        )
+
+    async def decide(
+        self,
+        *,
+        project_id: str,
+        workspace_id: str,
+        execution_id: str,
+        decision: str,
+        reviewer_notes: str | None,
+        reviewer: str | None,
+    ) -> DecisionSubmitted:
+        """Validate, claim the suspension's decision and publish it. Raises ExecutionNotFound,
+        DecisionError (not suspended / not allowed) or DecisionConflict."""
+        execution = await self.get(project_id, workspace_id, execution_id)
+        canonical = canonical_decision(execution, decision, None)
+        assert execution.suspension is not None
+        suspension_id = execution.suspension.suspension_id
+        event = DecisionSubmitted(
+            execution_id=execution_id,
+            correlation_id=execution_id,
+            project_id=project_id,
+            workspace_id=workspace_id,
+            suspension_id=suspension_id,
+            decision=canonical,
+            reviewer_notes=reviewer_notes,
+            reviewer=reviewer,
+        )
+        holder = await self._store.decisions.claim(
+            execution_id, suspension_id, Claim(event.decision_id, event.model_dump_json())
+        )
+        if holder.decision_id != event.decision_id:
+            # The winner's event may have been lost if its gateway died before publishing:
+            # publishing it again is harmless (the orchestrator applies a decision once).
+            winner = DecisionSubmitted.model_validate_json(holder.payload)
+            await self._publisher.publish(winner, self._topics.decisions, key=execution_id)
+            raise DecisionConflict(
+                f"suspension {suspension_id} already has a decision ({winner.decision})"
+            )
+        await self._publisher.publish(event, self._topics.decisions, key=execution_id)
+        log.info("decision.accepted", execution_id=execution_id, decision=canonical)
+        return event

@@ -1,0 +1,209 @@
+"""HTTP routes: translate requests to ``Intake`` calls and domain errors to problem documents."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Header, Query, Request, status
+from pydantic import ValidationError
+
+from services.gateway.intake import (
+    DecisionConflict,
+    ExecutionNotFound,
+    IdempotencyKeyReused,
+    Intake,
+    UnknownAgent,
+)
+from services.gateway.problems import Problem
+from services.gateway.schemas import (
+    AgentList,
+    AuditTrail,
+    AgentView,
+    ExecutionPage,
+    ExecutionView,
+    InvokeAccepted,
+    InvokeRequest,
+    ResumeAccepted,
+    ResumeRequest,
+)
+from shared.agents import AgentRegistry
+from shared.domain.decisions import DecisionNotAllowed, NotSuspended, StaleSuspension
+from shared.domain.execution import ExecutionStatus
+from shared.events import Identifier
+from shared.store.cursor import InvalidCursor
+
+API = "/api/v1/projects/{project_id}"
+WorkspaceQuery = Annotated[Identifier, Query(description="The workspace the execution belongs to")]
+ProjectPath = Identifier
+
+PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
+    code: {"description": text, "content": {"application/problem+json": {}}}
+    for code, text in {
+        400: "Invalid request",
+        404: "Not found",
+        409: "Conflict",
+        422: "Unprocessable request",
+        503: "A backing service is unavailable",
+    }.items()
+}
+
+
+def _not_found(execution_id: str) -> Problem:
+    return Problem(404, "execution-not-found", "Execution not found", f"no execution {execution_id} here")
+
+
+def build_router(intake: Intake, registry: AgentRegistry) -> APIRouter:
+    router = APIRouter(responses=PROBLEM_RESPONSES)
+
+    @router.get(f"{API}/agents", response_model=AgentList, tags=["agents"])
+    async def list_agents(project_id: ProjectPath, workspace_id: WorkspaceQuery) -> AgentList:
+        """The agents this deployment can run."""
+        return AgentList(items=[AgentView(name=a.name, description=a.description) for a in registry.all()])
+
+    @router.post(
+        f"{API}/workspaces/{{workspace_id}}/invoke",
+        status_code=status.HTTP_202_ACCEPTED,
+        response_model=InvokeAccepted,
+        tags=["executions"],
+    )
+    async def invoke(
+        request: Request,
+        project_id: ProjectPath,
+        workspace_id: Identifier,
+        body: InvokeRequest,
+        idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
+    ) -> InvokeAccepted:
+        """Start an execution. The same idempotency key (body field or ``Idempotency-Key``
+        header) returns the same execution."""
+        key = body.idempotency_key or idempotency_key
+        try:
+            execution = await intake.invoke(
+                project_id=project_id,
+                workspace_id=workspace_id,
+                agent=body.agent,
+                agent_input=body.agent_input(),
+                idempotency_key=key,
+                requested_by=None,
+            )
+        except UnknownAgent as exc:
+            raise Problem(422, "unknown-agent", "Unknown agent", str(exc), agents=exc.known) from exc
+        except IdempotencyKeyReused as exc:
+            raise Problem(409, "idempotency-key-reused", "Idempotency key reused", str(exc)) from exc
+        path = f"/api/v1/projects/{project_id}/executions/{execution.execution_id}"
+        return InvokeAccepted(
+            execution_id=execution.execution_id,
+            status=execution.status,
+            agent=execution.agent,
+            links={
+                "self": f"{path}?workspace_id={workspace_id}",
+                "resume": f"{path}/resume?workspace_id={workspace_id}",
+            },
+        )
+
+    @router.get(f"{API}/executions/{{execution_id}}", response_model=ExecutionView, tags=["executions"])
+    async def get_execution(
+        project_id: ProjectPath, execution_id: Identifier, workspace_id: WorkspaceQuery
+    ) -> ExecutionView:
+        try:
+            return ExecutionView.of(await intake.get(project_id, workspace_id, execution_id))
+        except ExecutionNotFound as exc:
+            raise _not_found(execution_id) from exc
+
+    @router.get(f"{API}/executions/{{execution_id}}/audit", response_model=AuditTrail, tags=["executions"])
+    async def get_audit(
+        project_id: ProjectPath, execution_id: Identifier, workspace_id: WorkspaceQuery
+    ) -> AuditTrail:
+        """Every status change and rejected decision of the execution: who, when and why."""
+        try:
+            execution = await intake.get(project_id, workspace_id, execution_id)
+        except ExecutionNotFound as exc:
+            raise _not_found(execution_id) from exc
+        return AuditTrail(execution_id=execution_id, items=execution.audit)
+
+    @router.get(f"{API}/executions", response_model=ExecutionPage, tags=["executions"])
+    async def list_executions(
+        project_id: ProjectPath,
+        workspace_id: WorkspaceQuery,
+        status_filter: Annotated[ExecutionStatus | None, Query(alias="status")] = None,
+        limit: Annotated[int, Query(ge=1, le=200)] = 50,
+        cursor: Annotated[str | None, Query(max_length=1024)] = None,
+    ) -> ExecutionPage:
+        """Executions oldest first; ``status=suspended`` lists the pending reviews."""
+        try:
+            page = await intake.list(project_id, workspace_id, status_filter, limit, cursor)
+        except InvalidCursor as exc:
+            raise Problem(400, "invalid-cursor", "Invalid cursor", str(exc)) from exc
+        return ExecutionPage(items=[ExecutionView.of(e) for e in page.items], next_cursor=page.next_cursor)
+
+    @router.post(
+        f"{API}/executions/{{execution_id}}/resume",
+        status_code=status.HTTP_202_ACCEPTED,
+        response_model=ResumeAccepted,
+        tags=["executions"],
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": ResumeRequest.model_json_schema()}},
+            }
+        },
+    )
+    async def resume(
+        project_id: ProjectPath,
+        execution_id: Identifier,
+        workspace_id: WorkspaceQuery,
+        raw: Annotated[Any, Body(include_in_schema=False)] = None,
+    ) -> ResumeAccepted:
+        """Submit the reviewer's decision for a suspended execution (the flat Atlas body)."""
+        body = parse_resume_body(raw)
+        try:
+            event = await intake.decide(
+                project_id=project_id,
+                workspace_id=workspace_id,
+                execution_id=execution_id,
+                decision=body.decision,
+                reviewer_notes=body.reviewer_notes,
+                reviewer=None,
+            )
+        except ExecutionNotFound as exc:
+            raise _not_found(execution_id) from exc
+        except DecisionNotAllowed as exc:
+            raise Problem(
+                400, "decision-not-allowed", "Decision not allowed", str(exc), allowed_decisions=exc.allowed
+            ) from exc
+        except (NotSuspended, StaleSuspension) as exc:
+            raise Problem(409, "not-suspended", "Execution is not suspended", str(exc)) from exc
+        except DecisionConflict as exc:
+            raise Problem(409, "decision-conflict", "Decision already submitted", str(exc)) from exc
+        assert event.suspension_id is not None
+        return ResumeAccepted(
+            execution_id=execution_id, suspension_id=event.suspension_id, decision=event.decision
+        )
+
+    return router
+
+
+def parse_resume_body(raw: Any) -> ResumeRequest:
+    if raw is None:
+        raise Problem(400, "invalid-request", "Invalid request", "request body is required")
+    if not isinstance(raw, dict):
+        raise Problem(400, "invalid-request", "Invalid request", "request body must be a JSON object")
+    if "human_review" in raw:
+        raise Problem(
+            400,
+            "nested-decision",
+            "Nested decision",
+            "the resume body is flat: send {\"decision\": ..., \"reviewer_notes\": ...} at the top"
+            " level, not inside 'human_review'",
+        )
+    try:
+        return ResumeRequest.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"]) or "body"
+        detail = f"{where}: {first['msg']}"
+        if any(e["loc"] == ("decision",) and e["type"] == "missing" for e in exc.errors()):
+            detail = "'decision' is required"
+        raise Problem(
+            400, "invalid-request", "Invalid request", detail, errors=json.loads(exc.json(include_url=False))
+        ) from exc

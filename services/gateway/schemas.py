@@ -1,0 +1,122 @@
+"""The HTTP API's request and response bodies."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from shared.domain.execution import AuditEntry, Execution, ExecutionStatus
+from shared.events import AgentInput, ChatMessage, Identifier
+
+
+class InvokeRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    agent: Identifier
+    message: str | None = Field(default=None, max_length=100_000)
+    messages: list[ChatMessage] | None = Field(default=None, max_length=1_000)
+    idempotency_key: str | None = Field(default=None, min_length=1, max_length=256)
+
+    @model_validator(mode="after")
+    def _one_input(self) -> InvokeRequest:
+        if (self.message is None) == (self.messages is None):
+            raise ValueError("give exactly one of 'message' or 'messages'")
+        return self
+
+    def agent_input(self) -> AgentInput:
+        return AgentInput(message=self.message, messages=self.messages)
+
+
+class InvokeAccepted(BaseModel):
+    execution_id: str
+    status: ExecutionStatus
+    agent: str
+    links: dict[str, str]
+
+
+class ResumeRequest(BaseModel):
+    """The Atlas flat body. Nesting under ``human_review`` is rejected with 400."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decision: str = Field(min_length=1, max_length=256)
+    reviewer_notes: str | None = Field(default=None, max_length=10_000)
+
+
+class ResumeAccepted(BaseModel):
+    execution_id: str
+    suspension_id: int
+    decision: str
+    status: str = "accepted"
+
+
+class DecisionView(BaseModel):
+    suspension_id: int
+    decision: str
+    reviewer_notes: str | None
+    reviewer: str | None
+    decided_at: datetime
+
+
+class ExecutionView(BaseModel):
+    execution_id: str
+    project_id: str
+    workspace_id: str
+    agent: str
+    status: ExecutionStatus
+    input: AgentInput
+    created_at: datetime
+    updated_at: datetime
+    suspend_context: dict[str, Any] | None = None
+    allowed_decisions: list[str] | None = None
+    suspension_id: int | None = None
+    suspended_at: datetime | None = None
+    result: Any = None
+    error: dict[str, str] | None = None
+    decisions: list[DecisionView] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, execution: Execution) -> ExecutionView:
+        view = cls(
+            execution_id=execution.execution_id,
+            project_id=execution.project_id,
+            workspace_id=execution.workspace_id,
+            agent=execution.agent,
+            status=execution.status,
+            input=execution.input,
+            created_at=execution.created_at,
+            updated_at=execution.updated_at,
+            decisions=[DecisionView(**d.model_dump(exclude={"decision_id"})) for d in execution.decisions],
+        )
+        suspension = execution.suspension
+        if execution.status is ExecutionStatus.SUSPENDED and suspension is not None:
+            view.suspend_context = suspension.suspend_context
+            view.allowed_decisions = suspension.allowed_decisions
+            view.suspension_id = suspension.suspension_id
+            view.suspended_at = suspension.suspended_at
+        if execution.status is ExecutionStatus.COMPLETED:
+            view.result = execution.result
+        if execution.status is ExecutionStatus.ERROR:
+            view.error = execution.error
+        return view
+
+
+class ExecutionPage(BaseModel):
+    items: list[ExecutionView]
+    next_cursor: str | None
+
+
+class AgentView(BaseModel):
+    name: str
+    description: str
+
+
+class AgentList(BaseModel):
+    items: list[AgentView]
+
+
+class AuditTrail(BaseModel):
+    execution_id: str
+    items: list[AuditEntry]

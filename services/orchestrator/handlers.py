@@ -1,0 +1,166 @@
+"""The orchestrator's handlers: load the execution, apply the state machine with a
+compare-and-set, then publish what the stored state calls for.
+
+Idempotency: each handler recomputes from the stored execution. A redelivered event changes
+nothing (the state machine ignores it) and the follow-ups are published again, so work lost to a
+crash between the write and the publish is re-driven, and a duplicate command is recognised
+downstream by its deterministic event id and epoch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import structlog
+
+from services.orchestrator import state_machine as sm
+from shared.agents import AgentRegistry
+from shared.bus import EventPublisher
+from shared.domain.decisions import DecisionError
+from shared.domain.execution import Execution, new_pending_execution
+from shared.errors import ConcurrencyConflict, RejectedMessage
+from shared.events import (
+    DecisionSubmitted,
+    EventModel,
+    ExecutionReported,
+    ExecutionRequested,
+    ExecutionStatusChanged,
+    ExecutionSuspended,
+    ReportOutcome,
+)
+from shared.store.ports import Claim, Store
+from shared.topics import Topics
+
+log = structlog.get_logger(__name__)
+
+MAX_CAS_ATTEMPTS = 8
+
+
+class Orchestrator:
+    def __init__(
+        self, *, store: Store, publisher: EventPublisher, topics: Topics, registry: AgentRegistry
+    ) -> None:
+        self._store = store
+        self._publisher = publisher
+        self._topics = topics
+        self._registry = registry
+
+    # --- inputs ------------------------------------------------------------------------------
+
+    async def on_requested(self, event: ExecutionRequested) -> None:
+        if self._registry.get(event.agent) is None:
+            raise RejectedMessage(
+                f"unknown agent {event.agent!r}; registered: {', '.join(self._registry.names())}"
+            )
+        execution, _ = await self._store.executions.create(new_pending_execution(event, None))
+        if (execution.project_id, execution.workspace_id, execution.agent) != (
+            event.project_id,
+            event.workspace_id,
+            event.agent,
+        ):
+            raise RejectedMessage(
+                f"execution id {event.execution_id} is already used by another request"
+            )
+        await self._apply(execution, lambda e: sm.on_requested(e, event), event)
+
+    async def on_decision(self, event: DecisionSubmitted) -> None:
+        execution = await self._load(event)
+        for _ in range(MAX_CAS_ATTEMPTS):
+            try:
+                outcome = sm.on_decision(execution, event)
+            except DecisionError as exc:
+                await self._reject_decision(execution, event, str(exc))
+                raise RejectedMessage(str(exc)) from exc
+            if outcome.transitions:
+                suspension_id = outcome.execution.decisions[-1].suspension_id
+                claim = Claim(event.decision_id, event.model_dump_json())
+                holder = await self._store.decisions.claim(event.execution_id, suspension_id, claim)
+                if holder.decision_id != event.decision_id:
+                    reason = f"suspension {suspension_id} already has a decision"
+                    await self._reject_decision(execution, event, reason)
+                    raise RejectedMessage(reason)
+                if not await self._store.executions.replace(
+                    outcome.execution, expected_version=execution.version
+                ):
+                    execution = await self._load(event)
+                    continue
+            await self._publish_after(outcome, event)
+            return
+        raise ConcurrencyConflict(f"execution {event.execution_id} kept changing")
+
+    # --- sandbox reports ---------------------------------------------------------------------
+
+    async def on_suspended(self, event: ExecutionSuspended) -> None:
+        execution = await self._load(event)
+        await self._apply(execution, lambda e: sm.on_suspended(e, event), event)
+
+    async def on_reported(self, event: ExecutionReported) -> None:
+        execution = await self._load(event)
+        if event.outcome is ReportOutcome.STARTED:
+            await self._apply(execution, lambda e: sm.on_started(e, event), event)
+        else:
+            await self._apply(execution, lambda e: sm.on_finished(e, event), event)
+
+    # --- plumbing ----------------------------------------------------------------------------
+
+    async def _load(self, event: DecisionSubmitted | ExecutionSuspended | ExecutionReported) -> Execution:
+        execution = await self._store.executions.get(event.project_id, event.execution_id)
+        if execution is None or execution.workspace_id != event.workspace_id:
+            raise RejectedMessage(f"unknown execution {event.execution_id}")
+        return execution
+
+    async def _apply(
+        self, execution: Execution, step: Callable[[Execution], sm.Outcome], event: EventModel
+    ) -> None:
+        for _ in range(MAX_CAS_ATTEMPTS):
+            outcome = step(execution)
+            if outcome.changed and not await self._store.executions.replace(
+                outcome.execution, expected_version=execution.version
+            ):
+                reloaded = await self._store.executions.get(execution.project_id, execution.execution_id)
+                if reloaded is None:
+                    raise RejectedMessage(f"execution {execution.execution_id} disappeared")
+                execution = reloaded
+                continue
+            await self._publish_after(outcome, event)
+            return
+        raise ConcurrencyConflict(f"execution {execution.execution_id} kept changing")
+
+    async def _reject_decision(self, execution: Execution, event: DecisionSubmitted, reason: str) -> None:
+        """Record a rejected decision in the audit trail, once per event."""
+        for _ in range(MAX_CAS_ATTEMPTS):
+            if any(
+                a.event_id == event.event_id and a.action == "decision.rejected" for a in execution.audit
+            ):
+                return
+            updated = sm.rejected_decision(execution, event, reason)
+            if await self._store.executions.replace(updated, expected_version=execution.version):
+                return
+            execution = await self._load(event)
+
+    async def _publish_after(self, outcome: sm.Outcome, cause: EventModel) -> None:
+        execution = outcome.execution
+        if outcome.ignored:
+            log.info("event.ignored", why=outcome.ignored, status=execution.status.value)
+        for command in sm.follow_ups(execution, causation_id=cause.event_id):
+            await self._publisher.publish(command, self._topics.dispatched, key=execution.execution_id)
+        changes = outcome.transitions or [
+            # Nothing changed now; re-announce the current state in case the earlier announcement
+            # was lost in a crash. Consumers drop versions they have seen.
+            sm.Transition(execution.status, execution.status, execution.version, None)
+        ]
+        for change in changes:
+            status = ExecutionStatusChanged(
+                event_id=f"{execution.execution_id}:status:{change.version}:{change.to_status.value}",
+                execution_id=execution.execution_id,
+                project_id=execution.project_id,
+                workspace_id=execution.workspace_id,
+                agent=execution.agent,
+                status=change.to_status.value,
+                previous_status=change.from_status.value if outcome.transitions else None,
+                execution_version=change.version,
+                reason=change.reason,
+                causation_id=cause.event_id,
+                correlation_id=cause.correlation_id,
+            )
+            await self._publisher.publish(status, self._topics.status, key=execution.execution_id)

@@ -1,0 +1,284 @@
+"""The execution state machine: how each event moves a stored execution. Pure, no I/O.
+
+Every function takes the execution as stored plus one event and returns an ``Outcome``: the
+execution as it should be stored next (or unchanged), the transitions made, and why an event was
+ignored. The handlers persist the new state with a compare-and-set on ``version`` and then publish
+what ``follow_ups`` derives from the stored state, so a redelivered event re-drives missing work
+instead of repeating it.
+
+Sandbox reports carry the epoch of the dispatch they answer. Reports from any other epoch are
+stale (a redelivered old command, a crashed attempt) and change nothing. Reports of one epoch may
+arrive out of order, because ``execution.suspended`` and ``execution.reported`` are different
+topics: a suspension seen before its ``started`` report implies the ``running`` step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from shared.domain.decisions import canonical_decision
+from shared.domain.execution import (
+    AuditEntry,
+    Decision,
+    Execution,
+    ExecutionStatus,
+    Suspension,
+    new_pending_execution,
+)
+from shared.errors import InterlockError
+from shared.events import (
+    DecisionSubmitted,
+    DispatchKind,
+    ExecutionDispatched,
+    ExecutionReported,
+    ExecutionRequested,
+    ExecutionSuspended,
+    ReportOutcome,
+    ResumeInstruction,
+    utc_now,
+)
+
+S = ExecutionStatus
+
+ALLOWED_TRANSITIONS: dict[ExecutionStatus, frozenset[ExecutionStatus]] = {
+    S.PENDING: frozenset({S.RUNNING, S.ERROR}),
+    S.RUNNING: frozenset({S.SUSPENDED, S.COMPLETED, S.ERROR}),
+    S.SUSPENDED: frozenset({S.RESUMING}),
+    S.RESUMING: frozenset({S.RUNNING, S.ERROR}),
+    S.COMPLETED: frozenset(),
+    S.ERROR: frozenset(),
+}
+
+ORCHESTRATOR = "orchestrator"
+SANDBOX = "sandbox"
+
+
+class IllegalTransition(InterlockError):
+    def __init__(self, current: ExecutionStatus, target: ExecutionStatus) -> None:
+        super().__init__(f"no transition from {current.value} to {target.value}")
+
+
+@dataclass(frozen=True)
+class Transition:
+    from_status: ExecutionStatus
+    to_status: ExecutionStatus
+    version: int
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    execution: Execution
+    transitions: list[Transition] = field(default_factory=list)
+    ignored: str | None = None
+    """Why the event changed nothing (duplicate, stale), for the log line."""
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.transitions) or self.ignored is None
+
+
+def transition(
+    execution: Execution,
+    target: ExecutionStatus,
+    *,
+    actor: str,
+    reason: str | None = None,
+    event_id: str | None = None,
+    **changes: object,
+) -> Execution:
+    """Move to ``target`` with one audit entry and a version bump, or raise IllegalTransition."""
+    if target not in ALLOWED_TRANSITIONS[execution.status]:
+        raise IllegalTransition(execution.status, target)
+    entry = AuditEntry(
+        actor=actor,
+        action="transition",
+        from_status=execution.status,
+        to_status=target,
+        reason=reason,
+        event_id=event_id,
+    )
+    return execution.model_copy(
+        update={
+            **changes,
+            "status": target,
+            "version": execution.version + 1,
+            "audit": [*execution.audit, entry],
+            "updated_at": entry.at,
+        }
+    )
+
+
+def with_audit(execution: Execution, entry: AuditEntry) -> Execution:
+    """Record something that is not a status change (a rejected decision, say)."""
+    return execution.model_copy(
+        update={
+            "version": execution.version + 1,
+            "audit": [*execution.audit, entry],
+            "updated_at": entry.at,
+        }
+    )
+
+
+class _Walk:
+    """Applies a chain of transitions and remembers them for the outcome."""
+
+    def __init__(self, execution: Execution) -> None:
+        self.execution = execution
+        self.transitions: list[Transition] = []
+
+    def to(self, target: ExecutionStatus, **kwargs: object) -> None:
+        before = self.execution.status
+        reason = kwargs.get("reason")
+        self.execution = transition(self.execution, target, **kwargs)  # type: ignore[arg-type]
+        self.transitions.append(
+            Transition(before, target, self.execution.version, reason if isinstance(reason, str) else None)
+        )
+
+    def outcome(self) -> Outcome:
+        return Outcome(self.execution, self.transitions)
+
+
+def on_requested(execution: Execution, event: ExecutionRequested) -> Outcome:
+    """A pending, never-dispatched execution gets its first epoch; anything else is a duplicate."""
+    if execution.status is S.PENDING and execution.epoch == 0:
+        entry = AuditEntry(
+            actor=ORCHESTRATOR, action="dispatched", reason="epoch 1", event_id=event.event_id
+        )
+        return Outcome(with_audit(execution, entry).model_copy(update={"epoch": 1}))
+    return Outcome(execution, ignored="already dispatched")
+
+
+def on_started(execution: Execution, report: ExecutionReported) -> Outcome:
+    if report.epoch != execution.epoch:
+        return Outcome(execution, ignored=f"stale epoch {report.epoch} (now {execution.epoch})")
+    if execution.status not in (S.PENDING, S.RESUMING):
+        return Outcome(execution, ignored=f"already {execution.status.value}")
+    walk = _Walk(execution)
+    walk.to(S.RUNNING, actor=SANDBOX, reason=f"attempt {report.epoch} started", event_id=report.event_id)
+    return walk.outcome()
+
+
+def on_suspended(execution: Execution, event: ExecutionSuspended) -> Outcome:
+    if event.epoch != execution.epoch:
+        return Outcome(execution, ignored=f"stale epoch {event.epoch} (now {execution.epoch})")
+    if execution.status not in (S.PENDING, S.RESUMING, S.RUNNING):
+        return Outcome(execution, ignored=f"already {execution.status.value}")
+    walk = _Walk(execution)
+    if execution.status is not S.RUNNING:
+        walk.to(S.RUNNING, actor=SANDBOX, reason="implied by suspension", event_id=event.event_id)
+    suspension = Suspension(
+        suspension_id=event.suspension_id,
+        suspend_context=event.suspend_context,
+        allowed_decisions=event.allowed_decisions,
+        interrupt_ids=[i.interrupt_id for i in event.interrupts],
+        suspended_at=event.suspended_at,
+    )
+    walk.to(
+        S.SUSPENDED,
+        actor=SANDBOX,
+        reason="agent interrupted for human review",
+        event_id=event.event_id,
+        suspension=suspension,
+    )
+    return walk.outcome()
+
+
+def on_finished(execution: Execution, report: ExecutionReported) -> Outcome:
+    if report.epoch != execution.epoch:
+        return Outcome(execution, ignored=f"stale epoch {report.epoch} (now {execution.epoch})")
+    if execution.status not in (S.PENDING, S.RESUMING, S.RUNNING):
+        return Outcome(execution, ignored=f"already {execution.status.value}")
+    walk = _Walk(execution)
+    if execution.status is not S.RUNNING:
+        walk.to(S.RUNNING, actor=SANDBOX, reason="implied by report", event_id=report.event_id)
+    if report.outcome is ReportOutcome.COMPLETED:
+        walk.to(
+            S.COMPLETED,
+            actor=SANDBOX,
+            reason="agent finished",
+            event_id=report.event_id,
+            result=report.result,
+            suspension=None,
+        )
+    else:
+        error = report.error
+        walk.to(
+            S.ERROR,
+            actor=SANDBOX,
+            reason=error.message if error else "agent failed",
+            event_id=report.event_id,
+            error=error.model_dump() if error else {"error_type": "unknown", "message": ""},
+            suspension=None,
+        )
+    return walk.outcome()
+
+
+def on_decision(execution: Execution, event: DecisionSubmitted) -> Outcome:
+    """Validate and apply a decision; a repeat of the applied decision is a no-op.
+
+    Raises ``DecisionError`` when the decision cannot apply; the caller records that in the audit
+    trail with ``rejected_decision`` and dead-letters the event.
+    """
+    last = execution.last_decision
+    if last is not None and last.decision_id == event.decision_id:
+        return Outcome(execution, ignored="decision already applied")
+    decision = canonical_decision(execution, event.decision, event.suspension_id)
+    assert execution.suspension is not None  # canonical_decision checked it
+    record = Decision(
+        decision_id=event.decision_id,
+        suspension_id=execution.suspension.suspension_id,
+        decision=decision,
+        reviewer_notes=event.reviewer_notes,
+        reviewer=event.reviewer,
+    )
+    walk = _Walk(execution)
+    walk.to(
+        S.RESUMING,
+        actor=event.reviewer or "reviewer",
+        reason=f"decision {decision}",
+        event_id=event.event_id,
+        decisions=[*execution.decisions, record],
+        epoch=execution.epoch + 1,
+    )
+    return walk.outcome()
+
+
+def rejected_decision(execution: Execution, event: DecisionSubmitted, reason: str) -> Execution:
+    return with_audit(
+        execution,
+        AuditEntry(
+            actor=event.reviewer or "producer",
+            action="decision.rejected",
+            reason=f"{event.decision!r}: {reason}",
+            event_id=event.event_id,
+        ),
+    )
+
+
+def follow_ups(execution: Execution, *, causation_id: str | None) -> list[ExecutionDispatched]:
+    """The command the stored state calls for, if any. Deterministic event ids let the sandbox
+    recognise a re-sent command."""
+    common = {
+        "execution_id": execution.execution_id,
+        "project_id": execution.project_id,
+        "workspace_id": execution.workspace_id,
+        "agent": execution.agent,
+        "epoch": execution.epoch,
+        "causation_id": causation_id,
+        "event_id": f"{execution.execution_id}:dispatch:{execution.epoch}",
+        "occurred_at": utc_now(),
+    }
+    if execution.status is S.PENDING and execution.epoch >= 1:
+        return [ExecutionDispatched(kind=DispatchKind.START, input=execution.input, **common)]
+    decision = execution.last_decision
+    if execution.status is S.RESUMING and decision is not None and execution.suspension:
+        resume = ResumeInstruction(
+            suspension_id=decision.suspension_id,
+            interrupt_ids=execution.suspension.interrupt_ids,
+            decision=decision.decision,
+            reviewer_notes=decision.reviewer_notes,
+            reviewer=decision.reviewer,
+        )
+        return [ExecutionDispatched(kind=DispatchKind.RESUME, resume=resume, **common)]
+    return []

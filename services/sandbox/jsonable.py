@@ -1,0 +1,43 @@
+"""Turn graph state and interrupt values into plain JSON values for events and storage."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import date, datetime
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+from pydantic import BaseModel
+
+ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
+
+
+def message_to_json(message: BaseMessage) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "role": ROLES.get(message.type, message.type),
+        "content": to_jsonable(message.content),
+    }
+    tool_calls = getattr(message, "tool_calls", None)
+    if tool_calls:
+        data["tool_calls"] = to_jsonable(tool_calls)
+    if getattr(message, "tool_call_id", None):
+        data["tool_call_id"] = message.tool_call_id  # type: ignore[attr-defined]
+    if message.name:
+        data["name"] = message.name
+    return data
+
+
+def to_jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, BaseMessage):
+        return message_to_json(value)
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    return repr(value)

@@ -1,0 +1,198 @@
+"""The Kafka bus: broker factory, topic creation, publishing, and the consume wrapper that turns a
+domain handler into an at-least-once, dead-lettering subscriber.
+
+Delivery rules (ARCHITECTURE.md, "Delivery guarantees"):
+- producers are idempotent with ``acks=all``; ``publish`` returns once the broker acknowledged;
+- a subscriber commits its offset only after the handler returned, i.e. after the handler's
+  writes are stored and its outgoing events acknowledged (``AckPolicy.NACK_ON_ERROR``);
+- a message that can never succeed (bad schema, rejected by the domain, or failing again and
+  again) goes to the dead-letter topic with its reason and is committed, so it never blocks its
+  partition; a failing dependency (database or broker down) is retried, never dead-lettered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, TypeVar
+
+import structlog
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError
+from faststream.kafka import KafkaBroker
+from faststream.kafka.annotations import KafkaMessage
+from faststream.middlewares import AckPolicy
+from pydantic import BaseModel
+from pymongo.errors import PyMongoError
+
+from shared.errors import RejectedMessage, RetryableError
+from shared.events import EventDecodeError, EventModel, MessageDeadLettered, encode_event
+from shared.settings import CommonSettings
+
+log = structlog.get_logger(__name__)
+
+E = TypeVar("E", bound=EventModel)
+
+RETRY_DELAY_SECONDS = 1.0
+"""Pause before a failed message is redelivered, so a dead dependency is not hammered."""
+MAX_UNEXPECTED_FAILURES = 5
+"""A message whose handler raises an unexpected error this many times is dead-lettered."""
+
+
+class EventPublisher(Protocol):
+    async def publish(self, event: BaseModel, topic: str, *, key: str) -> None: ...
+
+
+def create_broker(settings: CommonSettings, client_id: str) -> KafkaBroker:
+    return KafkaBroker(
+        settings.kafka_bootstrap_servers,
+        client_id=client_id,
+        acks="all",
+        enable_idempotence=True,
+        request_timeout_ms=15_000,
+        logger=None,
+    )
+
+
+class KafkaPublisher:
+    def __init__(self, broker: KafkaBroker) -> None:
+        self._broker = broker
+
+    async def publish(self, event: BaseModel, topic: str, *, key: str) -> None:
+        event_type = getattr(event, "type", type(event).__name__)
+        await self._broker.publish(
+            encode_event(event),
+            topic=topic,
+            key=key.encode(),
+            headers={"content-type": "application/json", "event-type": str(event_type)},
+        )
+
+
+async def ensure_topics(settings: CommonSettings, *, replication_factor: int = 1) -> list[str]:
+    """Create every topic with its partition count (brokers run with auto-create off).
+    Returns the names it created; existing topics are left as they are."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers)
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        missing = [t for t in settings.topics.all() if t not in existing]
+        if missing:
+            new = [NewTopic(t, settings.topic_partitions, replication_factor) for t in missing]
+            try:
+                await admin.create_topics(new)
+            except TopicAlreadyExistsError:
+                pass  # another process created them between our list and create: same result
+        return missing
+    finally:
+        await admin.close()
+
+
+class Consumer:
+    """Wraps one domain handler: decode, handle, dead-letter or retry, and log one summary line."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        decode: Callable[[bytes], E],
+        handle: Callable[[E], Awaitable[None]],
+        publisher: EventPublisher,
+        dead_letter_topic: str,
+    ) -> None:
+        self.name = name
+        self._decode = decode
+        self._handle = handle
+        self._publisher = publisher
+        self._dead_letter_topic = dead_letter_topic
+        self._failures: dict[tuple[str, int, int], int] = {}
+
+    async def __call__(self, message: KafkaMessage) -> None:
+        record: Any = message.raw_message
+        where = (record.topic, record.partition, record.offset)
+        started = time.perf_counter()
+        with structlog.contextvars.bound_contextvars(
+            topic=record.topic, partition=record.partition, offset=record.offset
+        ):
+            try:
+                event = self._decode(message.body)
+            except EventDecodeError as exc:
+                await self._dead_letter(record, message.body, str(exc), "EventDecodeError")
+                return
+            with structlog.contextvars.bound_contextvars(
+                execution_id=event.execution_id,
+                event_id=event.event_id,
+                correlation_id=event.correlation_id,
+            ):
+                await self._run(event, record, message.body, where, started)
+
+    async def _run(
+        self, event: EventModel, record: Any, body: bytes, where: tuple[str, int, int], started: float
+    ) -> None:
+        try:
+            await self._handle(event)
+        except RejectedMessage as exc:
+            await self._dead_letter(record, body, exc.reason, type(exc).__name__)
+            return
+        except (RetryableError, PyMongoError, KafkaError, TimeoutError) as exc:
+            log.warning("handler.retry", consumer=self.name, error=repr(exc))
+            await asyncio.sleep(RETRY_DELAY_SECONDS)
+            raise
+        except Exception as exc:
+            failures = self._failures.get(where, 0) + 1
+            self._failures[where] = failures
+            if failures < MAX_UNEXPECTED_FAILURES:
+                log.exception("handler.failed", consumer=self.name, attempt=failures)
+                await asyncio.sleep(RETRY_DELAY_SECONDS)
+                raise
+            self._failures.pop(where, None)
+            reason = f"failed {failures} times, last with {type(exc).__name__}: {exc}"
+            await self._dead_letter(record, body, reason, type(exc).__name__)
+            return
+        self._failures.pop(where, None)
+        log.info(
+            "event.handled",
+            consumer=self.name,
+            event_type=getattr(event, "type", None),
+            outcome="ok",
+            duration_ms=round((time.perf_counter() - started) * 1000, 2),
+        )
+
+    async def _dead_letter(self, record: Any, body: bytes, reason: str, error_type: str) -> None:
+        key = record.key.decode(errors="replace") if record.key else None
+        letter = MessageDeadLettered(
+            source_topic=record.topic,
+            partition=record.partition,
+            offset=record.offset,
+            key=key,
+            consumer=self.name,
+            reason=reason,
+            error_type=error_type,
+            payload=body.decode(errors="replace"),
+        )
+        await self._publisher.publish(letter, self._dead_letter_topic, key=key or letter.event_id)
+        log.warning("event.dead_lettered", consumer=self.name, reason=reason, outcome="dead_letter")
+
+
+def subscribe(
+    broker: KafkaBroker,
+    settings: CommonSettings,
+    *,
+    topic: str,
+    service: str,
+    consumer: Consumer,
+    max_poll_interval_ms: int = 300_000,
+) -> None:
+    """Register ``consumer`` in the service's consumer group, committing only after success."""
+
+    async def handler(message: KafkaMessage) -> None:
+        await consumer(message)
+
+    broker.subscriber(
+        topic,
+        group_id=settings.consumer_group(service),
+        auto_offset_reset="earliest",
+        ack_policy=AckPolicy.NACK_ON_ERROR,
+        max_poll_interval_ms=max_poll_interval_ms,
+        title=f"{service}:{topic}",
+    )(handler)

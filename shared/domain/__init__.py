@@ -1,0 +1,1 @@
+"""Pure domain logic shared by the gateway and the orchestrator: no I/O here."""

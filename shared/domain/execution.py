@@ -1,0 +1,121 @@
+"""The stored execution: statuses, the current suspension, decisions and the audit trail.
+
+Pure data. The rules that move an execution between statuses live in the orchestrator's state
+machine; the gateway only reads these documents (and creates the first, ``pending`` one).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from shared.events import AgentInput, ExecutionRequested, utc_now
+
+SCHEMA_VERSION = 1
+
+
+class ExecutionStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    SUSPENDED = "suspended"
+    RESUMING = "resuming"
+    COMPLETED = "completed"
+    ERROR = "error"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in (ExecutionStatus.COMPLETED, ExecutionStatus.ERROR)
+
+
+class Suspension(BaseModel):
+    """Why and where an execution waits for a reviewer."""
+
+    model_config = ConfigDict(frozen=True)
+
+    suspension_id: int
+    """Equal to the epoch of the attempt that suspended: unique within the execution."""
+    suspend_context: dict[str, Any]
+    allowed_decisions: list[str]
+    interrupt_ids: list[str]
+    suspended_at: datetime
+
+
+class Decision(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    decision_id: str
+    suspension_id: int
+    decision: str
+    reviewer_notes: str | None = None
+    reviewer: str | None = None
+    decided_at: datetime = Field(default_factory=utc_now)
+
+
+class AuditEntry(BaseModel):
+    """One line of an execution's history: who did what, when and why."""
+
+    model_config = ConfigDict(frozen=True)
+
+    at: datetime = Field(default_factory=utc_now)
+    actor: str
+    action: str
+    """``transition`` for a status change, otherwise e.g. ``decision.rejected``."""
+    from_status: ExecutionStatus | None = None
+    to_status: ExecutionStatus | None = None
+    reason: str | None = None
+    event_id: str | None = None
+
+
+class Execution(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    schema_version: int = SCHEMA_VERSION
+    execution_id: str
+    project_id: str
+    workspace_id: str
+    agent: str
+    input: AgentInput
+    idempotency_key: str | None = None
+    request_fingerprint: str | None = None
+    requested_by: str | None = None
+    status: ExecutionStatus = ExecutionStatus.PENDING
+    version: int = 1
+    """Bumped by every stored change; the compare-and-set condition."""
+    epoch: int = 0
+    """Number of the latest dispatch to the sandbox; 0 until first dispatched."""
+    suspension: Suspension | None = None
+    decisions: list[Decision] = Field(default_factory=list)
+    result: Any = None
+    error: dict[str, str] | None = None
+    audit: list[AuditEntry] = Field(default_factory=list)
+    created_at: datetime = Field(default_factory=utc_now)
+    updated_at: datetime = Field(default_factory=utc_now)
+
+    @property
+    def last_decision(self) -> Decision | None:
+        return self.decisions[-1] if self.decisions else None
+
+
+def new_pending_execution(event: ExecutionRequested, fingerprint: str | None) -> Execution:
+    """The first stored form of an execution, from the request that starts it."""
+    created = AuditEntry(
+        actor=event.requested_by or "producer",
+        action="created",
+        to_status=ExecutionStatus.PENDING,
+        reason=f"invoke of agent {event.agent}",
+        event_id=event.event_id,
+    )
+    return Execution(
+        execution_id=event.execution_id,
+        project_id=event.project_id,
+        workspace_id=event.workspace_id,
+        agent=event.agent,
+        input=event.input,
+        idempotency_key=event.idempotency_key,
+        request_fingerprint=fingerprint,
+        requested_by=event.requested_by,
+        audit=[created],
+    )

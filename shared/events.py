@@ -1,0 +1,284 @@
+"""Versioned event schemas: the wire contract between the services and with outside systems.
+
+Every message on every topic is one of these frozen models, serialised as JSON and keyed by
+``execution_id``. The envelope fields (``event_id``, ``type``, ``version``, ``occurred_at``,
+``execution_id``, ``causation_id``, ``correlation_id``) are common to all of them. A breaking
+change adds a new model with ``version=2`` that consumers accept before producers switch; the
+golden fixtures in ``tests/fixtures/events`` pin every published version.
+
+This module imports only pydantic and the standard library on purpose: outside producers and
+every service depend on it.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
+
+JsonObject = dict[str, Any]
+Identifier = Annotated[
+    str, StringConstraints(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")
+]
+"""Project, workspace, agent and execution identifiers: URL- and key-safe, bounded."""
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+class EventModel(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    event_id: str = Field(default_factory=new_id, min_length=1, max_length=300)
+    occurred_at: datetime = Field(default_factory=utc_now)
+    execution_id: Identifier
+    causation_id: str | None = Field(default=None, max_length=128)
+    """The event_id of the message whose handling produced this one."""
+    correlation_id: str | None = Field(default=None, max_length=128)
+    """Constant across one execution's whole history (its first event's id by default)."""
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    role: Literal["user", "assistant", "system"] = "user"
+    content: str = Field(max_length=100_000)
+
+
+class AgentInput(BaseModel):
+    """What an execution starts with: one message, or a conversation."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    message: str | None = Field(default=None, max_length=100_000)
+    messages: list[ChatMessage] | None = Field(default=None, max_length=1_000)
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> AgentInput:
+        if (self.message is None) == (self.messages is None):
+            raise ValueError("give exactly one of 'message' or 'messages'")
+        return self
+
+    def as_messages(self) -> list[ChatMessage]:
+        if self.messages is not None:
+            return list(self.messages)
+        return [ChatMessage(role="user", content=self.message or "")]
+
+
+class ExecutionScope(EventModel):
+    project_id: Identifier
+    workspace_id: Identifier
+
+
+# --- inputs from the outside world (gateway or any producer) ---------------------------------
+
+
+class ExecutionRequested(ExecutionScope):
+    type: Literal["execution.requested"] = "execution.requested"
+    version: Literal[1] = 1
+    agent: Identifier
+    input: AgentInput
+    idempotency_key: str | None = Field(default=None, max_length=256)
+    requested_by: str | None = Field(default=None, max_length=256)
+
+
+class DecisionSubmitted(ExecutionScope):
+    type: Literal["decision.submitted"] = "decision.submitted"
+    version: Literal[1] = 1
+    decision_id: str = Field(default_factory=new_id, min_length=1, max_length=128)
+    """Identifies this decision; re-sending the same decision_id is a harmless retry."""
+    suspension_id: int | None = Field(default=None, ge=1)
+    """Which suspension this answers; ``None`` means the current one."""
+    decision: str = Field(min_length=1, max_length=256)
+    reviewer_notes: str | None = Field(default=None, max_length=10_000)
+    reviewer: str | None = Field(default=None, max_length=256)
+
+
+# --- orchestrator -> sandbox --------------------------------------------------------------------
+
+
+class DispatchKind(StrEnum):
+    START = "start"
+    RESUME = "resume"
+
+
+class ResumeInstruction(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    suspension_id: int
+    interrupt_ids: list[str]
+    decision: str
+    reviewer_notes: str | None = None
+    reviewer: str | None = None
+
+    def resume_value(self) -> JsonObject:
+        """What ``interrupt(...)`` returns inside the agent (the Atlas flat decision shape)."""
+        return {"decision": self.decision, "reviewer_notes": self.reviewer_notes}
+
+
+class ExecutionDispatched(ExecutionScope):
+    type: Literal["execution.dispatched"] = "execution.dispatched"
+    version: Literal[1] = 1
+    agent: Identifier
+    epoch: int = Field(ge=1)
+    """Attempt number; the sandbox reports carry it back so stale attempts are ignored."""
+    kind: DispatchKind
+    input: AgentInput | None = None
+    resume: ResumeInstruction | None = None
+
+
+# --- sandbox -> orchestrator / notifier -----------------------------------------------------
+
+
+class PendingInterrupt(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    interrupt_id: str
+    value: Any = None
+
+
+class ExecutionSuspended(ExecutionScope):
+    type: Literal["execution.suspended"] = "execution.suspended"
+    version: Literal[1] = 1
+    agent: Identifier
+    epoch: int = Field(ge=1)
+    suspension_id: int = Field(ge=1)
+    suspend_context: JsonObject
+    allowed_decisions: list[str]
+    interrupts: list[PendingInterrupt]
+    suspended_at: datetime = Field(default_factory=utc_now)
+
+
+class ReportOutcome(StrEnum):
+    STARTED = "started"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class ExecutionFailure(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    error_type: str
+    message: str
+
+
+class ExecutionReported(ExecutionScope):
+    type: Literal["execution.reported"] = "execution.reported"
+    version: Literal[1] = 1
+    epoch: int = Field(ge=1)
+    outcome: ReportOutcome
+    result: Any = None
+    error: ExecutionFailure | None = None
+
+
+# --- orchestrator -> everyone -----------------------------------------------------------------
+
+
+class ExecutionStatusChanged(ExecutionScope):
+    type: Literal["execution.status"] = "execution.status"
+    version: Literal[1] = 1
+    agent: Identifier
+    status: str
+    previous_status: str | None
+    execution_version: int
+    """The stored execution's version after the change: consumers drop anything not newer."""
+    reason: str | None = None
+
+
+# --- dead letters -----------------------------------------------------------------------------
+
+
+class MessageDeadLettered(BaseModel):
+    """A message that could not be processed, with why. Not an EventModel: the original may have
+    no valid execution id at all."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: Literal["message.dead_lettered"] = "message.dead_lettered"
+    version: Literal[1] = 1
+    event_id: str = Field(default_factory=new_id)
+    occurred_at: datetime = Field(default_factory=utc_now)
+    source_topic: str
+    partition: int | None = None
+    offset: int | None = None
+    key: str | None = None
+    consumer: str
+    reason: str
+    error_type: str
+    payload: str
+    """The original message bytes, decoded as UTF-8 with replacement."""
+
+
+AnyEvent = (
+    ExecutionRequested
+    | DecisionSubmitted
+    | ExecutionDispatched
+    | ExecutionSuspended
+    | ExecutionReported
+    | ExecutionStatusChanged
+)
+
+EVENT_TYPES: dict[tuple[str, int], type[EventModel]] = {
+    (model.model_fields["type"].default, model.model_fields["version"].default): model
+    for model in (
+        ExecutionRequested,
+        DecisionSubmitted,
+        ExecutionDispatched,
+        ExecutionSuspended,
+        ExecutionReported,
+        ExecutionStatusChanged,
+    )
+}
+
+
+E = TypeVar("E", bound=EventModel)
+
+
+class EventDecodeError(ValueError):
+    """The bytes are not a valid event of an accepted type and version. Never retryable."""
+
+
+def decode_event(raw: bytes, expected: tuple[type[E], ...]) -> E:
+    """Parse one message into one of the ``expected`` models, with a precise reason on failure."""
+    try:
+        data = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise EventDecodeError(f"message is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise EventDecodeError("message must be a JSON object")
+    event_type, version = data.get("type"), data.get("version")
+    accepted = {(m.model_fields["type"].default, m.model_fields["version"].default): m for m in expected}
+    model = accepted.get((event_type, version))  # type: ignore[arg-type]
+    if model is None:
+        known_versions = sorted(v for (t, v) in accepted if t == event_type)
+        if known_versions:
+            raise EventDecodeError(
+                f"unsupported version {version!r} of {event_type!r}; accepted: {known_versions}"
+            )
+        names = sorted({t for (t, _) in accepted})
+        raise EventDecodeError(f"unexpected event type {event_type!r} here; accepted: {names}")
+    try:
+        return model.model_validate(data)  # type: ignore[return-value]
+    except ValidationError as exc:
+        raise EventDecodeError(f"invalid {event_type} v{version}: {_describe(exc)}") from exc
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors(include_url=False)[:5]:
+        where = ".".join(str(p) for p in error["loc"]) or "(root)"
+        parts.append(f"{where}: {error['msg']}")
+    return "; ".join(parts)
+
+
+def encode_event(event: BaseModel) -> bytes:
+    return event.model_dump_json().encode()

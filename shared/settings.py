@@ -1,0 +1,39 @@
+"""Settings common to every service, read from ``INTERLOCK_*`` environment variables.
+
+Each service extends ``CommonSettings`` with its own class; tests pass settings explicitly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from shared.topics import DEFAULT_PARTITIONS, Topics
+
+DEFAULT_AGENTS_FILE = Path(__file__).resolve().parent.parent / "agents" / "agents.toml"
+
+
+class CommonSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="INTERLOCK_", extra="ignore", frozen=True)
+
+    environment: Literal["development", "test", "production"] = "development"
+    kafka_bootstrap_servers: str = "127.0.0.1:19092"
+    mongodb_uri: str = "mongodb://127.0.0.1:27117/"
+    mongodb_database: str = "interlock"
+    topic_prefix: str = Field(default="", pattern=r"^[A-Za-z0-9._-]*$")
+    """Prepended to every topic name; lets test runs share one broker without crosstalk."""
+    topic_partitions: int = Field(default=DEFAULT_PARTITIONS, ge=1, le=1000)
+    consumer_group_prefix: str = Field(default="interlock", pattern=r"^[A-Za-z0-9._-]+$")
+    agents_file: Path = DEFAULT_AGENTS_FILE
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["auto", "json", "console"] = "auto"
+
+    @property
+    def topics(self) -> Topics:
+        return Topics(self.topic_prefix)
+
+    def consumer_group(self, service: str) -> str:
+        return f"{self.consumer_group_prefix}.{service}"

@@ -1,0 +1,82 @@
+"""In-memory store: for unit tests. Passes the same contract suite as the MongoDB adapter."""
+
+from __future__ import annotations
+
+from shared.domain.execution import Execution, ExecutionStatus
+from shared.store.cursor import decode_cursor, encode_cursor
+from shared.store.ports import Claim, Page
+
+
+def _sort_key(execution: Execution) -> tuple[str, str]:
+    return (execution.created_at.isoformat(), execution.execution_id)
+
+
+class InMemoryExecutionStore:
+    def __init__(self) -> None:
+        self._items: dict[str, Execution] = {}
+
+    async def create(self, execution: Execution) -> tuple[Execution, bool]:
+        existing = self._items.get(execution.execution_id)
+        if existing is not None:
+            return existing, False
+        self._items[execution.execution_id] = execution
+        return execution, True
+
+    async def get(self, project_id: str, execution_id: str) -> Execution | None:
+        found = self._items.get(execution_id)
+        return found if found is not None and found.project_id == project_id else None
+
+    async def replace(self, execution: Execution, *, expected_version: int) -> bool:
+        current = self._items.get(execution.execution_id)
+        if current is None or current.version != expected_version:
+            return False
+        self._items[execution.execution_id] = execution
+        return True
+
+    async def list(
+        self,
+        project_id: str,
+        workspace_id: str,
+        *,
+        status: ExecutionStatus | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        after = decode_cursor(cursor) if cursor else None
+        matching = sorted(
+            (
+                e
+                for e in self._items.values()
+                if e.project_id == project_id
+                and e.workspace_id == workspace_id
+                and (status is None or e.status is status)
+                and (after is None or _sort_key(e) > after)
+            ),
+            key=_sort_key,
+        )
+        page = matching[:limit]
+        more = len(matching) > limit
+        return Page(page, encode_cursor(*_sort_key(page[-1])) if more and page else None)
+
+
+class InMemoryDecisionClaims:
+    def __init__(self) -> None:
+        self._claims: dict[tuple[str, int], Claim] = {}
+
+    async def claim(self, execution_id: str, suspension_id: int, claim: Claim) -> Claim:
+        return self._claims.setdefault((execution_id, suspension_id), claim)
+
+
+class InMemoryStore:
+    def __init__(self) -> None:
+        self.executions = InMemoryExecutionStore()
+        self.decisions = InMemoryDecisionClaims()
+
+    async def ensure_indexes(self) -> None:
+        return None
+
+    async def ping(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None

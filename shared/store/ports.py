@@ -1,0 +1,69 @@
+"""Storage ports. The MongoDB adapter and the in-memory fake both pass tests/contract."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from shared.domain.execution import Execution, ExecutionStatus
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[Execution]
+    next_cursor: str | None
+
+
+class ExecutionStore(Protocol):
+    async def create(self, execution: Execution) -> tuple[Execution, bool]:
+        """Insert unless an execution with this id exists; return the stored one and whether it
+        was created now."""
+        ...
+
+    async def get(self, project_id: str, execution_id: str) -> Execution | None: ...
+
+    async def replace(self, execution: Execution, *, expected_version: int) -> bool:
+        """Compare-and-set: store ``execution`` only if the stored version is
+        ``expected_version``. Returns False when another writer got there first."""
+        ...
+
+    async def list(
+        self,
+        project_id: str,
+        workspace_id: str,
+        *,
+        status: ExecutionStatus | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        """Oldest first, ``limit`` at a time; ``cursor`` is a previous page's ``next_cursor``."""
+        ...
+
+
+@dataclass(frozen=True)
+class Claim:
+    decision_id: str
+    payload: str
+    """The claiming ``decision.submitted`` event as JSON, so a claim whose event was never
+    published can be re-driven."""
+
+
+class DecisionClaims(Protocol):
+    async def claim(self, execution_id: str, suspension_id: int, claim: Claim) -> Claim:
+        """Reserve the one decision a suspension may take. Returns the claim that holds it:
+        ``claim`` itself if it won (now or in an earlier try with the same decision_id), another
+        one if a different decision was first."""
+        ...
+
+
+class Store(Protocol):
+    """Everything a service needs from the database, created and closed in its lifespan."""
+
+    executions: ExecutionStore
+    decisions: DecisionClaims
+
+    async def ensure_indexes(self) -> None: ...
+
+    async def ping(self) -> None: ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from shared.store.memory import InMemoryStore
+from shared.store.mongo import MongoStore
+from shared.store.ports import Store
+from tests import infra
+
+
+@pytest.fixture(scope="session")
+def mongodb_uri() -> Iterator[str]:
+    with infra.mongodb_uri() as uri:
+        yield uri
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> Iterator[str]:
+    with infra.kafka_bootstrap() as servers:
+        yield servers
+
+
+def unique_name(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(params=["memory", pytest.param("mongo", marks=pytest.mark.integration)])
+async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
+    """Every storage contract test runs against the fake and the real adapter."""
+    if request.param == "memory":
+        yield InMemoryStore()
+        return
+    uri = request.getfixturevalue("mongodb_uri")
+    mongo = MongoStore.connect(uri, unique_name("contract"))
+    await mongo.ensure_indexes()
+    try:
+        yield mongo
+    finally:
+        await mongo._client.drop_database(mongo._database_name)
+        await mongo.close()

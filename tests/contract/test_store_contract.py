@@ -1,0 +1,108 @@
+"""The storage contract: the in-memory fake and MongoDB (FerretDB here) behave the same."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+
+from shared.domain.execution import ExecutionStatus
+from shared.store.cursor import InvalidCursor
+from shared.store.ports import Claim, Store
+from tests import factories as f
+
+
+async def test_create_is_insert_if_absent(store: Store) -> None:
+    first = f.pending("exec-a")
+    stored, created = await store.executions.create(first)
+    assert created and stored == first
+    other = first.model_copy(update={"agent": "chain-approval"})
+    again, created_again = await store.executions.create(other)
+    assert not created_again and again == first
+
+
+async def test_get_round_trips_exactly_and_is_scoped_by_project(store: Store) -> None:
+    execution = f.suspended("exec-b").model_copy(
+        update={
+            # Agent data with keys some servers refuse as document keys must survive.
+            "result": {"a.b": 1, "$weird": [1, 2.5, None, {"x.y": True}], "ünï": "çødé"},
+        }
+    )
+    await store.executions.create(execution)
+    assert await store.executions.get("proj-1", "exec-b") == execution
+    assert await store.executions.get("other-project", "exec-b") is None
+    assert await store.executions.get("proj-1", "missing") is None
+
+
+async def test_replace_is_a_compare_and_set_on_version(store: Store) -> None:
+    execution = f.pending("exec-c")
+    await store.executions.create(execution)
+    running = execution.model_copy(update={"status": ExecutionStatus.RUNNING, "version": 2})
+    assert await store.executions.replace(running, expected_version=1)
+    stale = execution.model_copy(update={"status": ExecutionStatus.ERROR, "version": 2})
+    assert not await store.executions.replace(stale, expected_version=1)
+    assert (await store.executions.get("proj-1", "exec-c")) == running
+    ghost = f.pending("never-created")
+    assert not await store.executions.replace(ghost, expected_version=1)
+
+
+async def test_concurrent_compare_and_set_has_one_winner(store: Store) -> None:
+    execution = f.pending("exec-d")
+    await store.executions.create(execution)
+    candidates = [
+        execution.model_copy(update={"version": 2, "requested_by": f"writer-{i}"}) for i in range(8)
+    ]
+    results = await asyncio.gather(
+        *(store.executions.replace(c, expected_version=1) for c in candidates)
+    )
+    assert sorted(results) == [False] * 7 + [True]
+
+
+async def test_list_filters_by_scope_and_status_and_pages_oldest_first(store: Store) -> None:
+    base = f.pending("seed")
+    created = []
+    for i in range(7):
+        execution = base.model_copy(
+            update={
+                "execution_id": f"exec-{i}",
+                "created_at": base.created_at + timedelta(seconds=i % 3),
+                "status": ExecutionStatus.SUSPENDED if i % 2 == 0 else ExecutionStatus.RUNNING,
+            }
+        )
+        created.append(execution)
+        await store.executions.create(execution)
+    await store.executions.create(base.model_copy(update={"execution_id": "elsewhere", "workspace_id": "ws-2"}))
+
+    expected = sorted(
+        (e for e in created if e.status is ExecutionStatus.SUSPENDED),
+        key=lambda e: (e.created_at, e.execution_id),
+    )
+    seen, cursor = [], None
+    while True:
+        page = await store.executions.list(
+            "proj-1", "ws-1", status=ExecutionStatus.SUSPENDED, limit=3, cursor=cursor
+        )
+        seen.extend(page.items)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert [e.execution_id for e in seen] == [e.execution_id for e in expected]
+    everything = await store.executions.list("proj-1", "ws-1", limit=100)
+    assert len(everything.items) == 7 and everything.next_cursor is None
+    assert (await store.executions.list("proj-2", "ws-1")).items == []
+
+
+async def test_list_rejects_a_forged_cursor(store: Store) -> None:
+    with pytest.raises(InvalidCursor):
+        await store.executions.list("proj-1", "ws-1", cursor="not-a-cursor!!")
+
+
+async def test_decision_claim_has_exactly_one_holder(store: Store) -> None:
+    claims = [Claim(f"decision-{i}", f'{{"n": {i}}}') for i in range(6)]
+    holders = await asyncio.gather(*(store.decisions.claim("exec-e", 1, c) for c in claims))
+    assert len({h.decision_id for h in holders}) == 1
+    winner = holders[0]
+    assert winner in claims
+    assert await store.decisions.claim("exec-e", 1, winner) == winner
+    assert await store.decisions.claim("exec-e", 2, claims[3]) == claims[3]

@@ -1,0 +1,130 @@
+"""The orchestrator's state machine, event by event, with no I/O."""
+
+import pytest
+
+from services.orchestrator import state_machine as sm
+from shared.domain.decisions import DecisionNotAllowed, NotSuspended
+from shared.domain.execution import ExecutionStatus as S
+from shared.events import DispatchKind, ExecutionFailure, ReportOutcome
+from tests import factories as f
+
+
+def dispatched() -> sm.Execution:
+    execution = f.pending()
+    return sm.on_requested(execution, f.requested()).execution
+
+
+def test_request_gives_the_first_epoch_once_and_asks_for_a_start() -> None:
+    execution = dispatched()
+    assert (execution.status, execution.epoch, execution.version) == (S.PENDING, 1, 2)
+    [command] = sm.follow_ups(execution, causation_id=None)
+    assert command.kind is DispatchKind.START and command.epoch == 1
+    again = sm.on_requested(execution, f.requested())
+    assert again.ignored and not again.changed and again.execution is execution
+
+
+def test_full_lifecycle_with_one_suspension() -> None:
+    execution = dispatched()
+    execution = sm.on_started(execution, f.report(execution, ReportOutcome.STARTED)).execution
+    assert execution.status is S.RUNNING
+    outcome = sm.on_suspended(execution, f.suspended_event(execution))
+    execution = outcome.execution
+    assert execution.status is S.SUSPENDED
+    assert execution.suspension is not None and execution.suspension.suspension_id == 1
+    assert sm.follow_ups(execution, causation_id=None) == []
+
+    outcome = sm.on_decision(execution, f.decision(execution, "Approve", reviewer_notes="ok"))
+    execution = outcome.execution
+    assert (execution.status, execution.epoch) == (S.RESUMING, 2)
+    assert execution.last_decision is not None and execution.last_decision.decision == "approve"
+    [command] = sm.follow_ups(execution, causation_id=None)
+    assert command.kind is DispatchKind.RESUME and command.epoch == 2
+    assert command.resume is not None and command.resume.interrupt_ids == ["int-1"]
+    assert command.resume.resume_value() == {"decision": "approve", "reviewer_notes": "ok"}
+
+    execution = sm.on_started(execution, f.report(execution, ReportOutcome.STARTED)).execution
+    execution = sm.on_finished(
+        execution, f.report(execution, ReportOutcome.COMPLETED, result={"outcome": "refunded"})
+    ).execution
+    assert execution.status is S.COMPLETED and execution.result == {"outcome": "refunded"}
+    transitions = [(a.from_status, a.to_status) for a in execution.audit if a.action == "transition"]
+    assert transitions == [
+        (S.PENDING, S.RUNNING),
+        (S.RUNNING, S.SUSPENDED),
+        (S.SUSPENDED, S.RESUMING),
+        (S.RESUMING, S.RUNNING),
+        (S.RUNNING, S.COMPLETED),
+    ]
+
+
+def test_suspension_seen_before_its_started_report_implies_running() -> None:
+    execution = dispatched()
+    outcome = sm.on_suspended(execution, f.suspended_event(execution))
+    assert [(t.from_status, t.to_status) for t in outcome.transitions] == [
+        (S.PENDING, S.RUNNING),
+        (S.RUNNING, S.SUSPENDED),
+    ]
+    late_start = sm.on_started(outcome.execution, f.report(execution, ReportOutcome.STARTED))
+    assert late_start.ignored and late_start.execution is outcome.execution
+
+
+def test_reports_from_another_epoch_change_nothing() -> None:
+    execution = dispatched()
+    stale = f.report(execution, ReportOutcome.COMPLETED).model_copy(update={"epoch": 5})
+    outcome = sm.on_finished(execution, stale)
+    assert outcome.ignored and "stale" in outcome.ignored and outcome.execution is execution
+
+
+def test_duplicate_suspension_is_ignored() -> None:
+    execution = dispatched()
+    event = f.suspended_event(execution)
+    once = sm.on_suspended(execution, event).execution
+    twice = sm.on_suspended(once, event)
+    assert twice.ignored and twice.execution is once
+
+
+def test_same_decision_redelivered_is_a_no_op_and_still_asks_for_the_resume() -> None:
+    execution = sm.on_suspended(dispatched(), f.suspended_event(dispatched())).execution
+    event = f.decision(execution)
+    resumed = sm.on_decision(execution, event).execution
+    again = sm.on_decision(resumed, event)
+    assert again.ignored and again.execution is resumed
+    assert sm.follow_ups(resumed, causation_id=None)[0].kind is DispatchKind.RESUME
+
+
+def test_invalid_decisions_raise_and_can_be_audited() -> None:
+    execution = sm.on_suspended(dispatched(), f.suspended_event(dispatched())).execution
+    with pytest.raises(DecisionNotAllowed):
+        sm.on_decision(execution, f.decision(execution, "maybe"))
+    with pytest.raises(NotSuspended):
+        sm.on_decision(dispatched(), f.decision(execution))
+    event = f.decision(execution, "maybe")
+    audited = sm.rejected_decision(execution, event, "not allowed")
+    assert audited.status is S.SUSPENDED and audited.version == execution.version + 1
+    assert audited.audit[-1].action == "decision.rejected"
+
+
+def test_failure_records_the_error() -> None:
+    execution = dispatched()
+    failure = ExecutionFailure(error_type="ClaimNotFound", message="claim CLM-0 does not exist")
+    outcome = sm.on_finished(execution, f.report(execution, ReportOutcome.FAILED, error=failure))
+    assert outcome.execution.status is S.ERROR
+    assert outcome.execution.error == {"error_type": "ClaimNotFound", "message": "claim CLM-0 does not exist"}
+
+
+def test_terminal_states_have_no_way_out() -> None:
+    for terminal in (S.COMPLETED, S.ERROR):
+        execution = f.pending().model_copy(update={"status": terminal})
+        for target in S:
+            with pytest.raises(sm.IllegalTransition):
+                sm.transition(execution, target, actor="test")
+
+
+def test_many_suspensions_in_a_row() -> None:
+    execution = dispatched()
+    for round_ in range(1, 6):
+        execution = sm.on_suspended(execution, f.suspended_event(execution)).execution
+        assert execution.suspension is not None and execution.suspension.suspension_id == round_
+        execution = sm.on_decision(execution, f.decision(execution)).execution
+        execution = sm.on_started(execution, f.report(execution, ReportOutcome.STARTED)).execution
+    assert execution.epoch == 6 and len(execution.decisions) == 5
