@@ -1,0 +1,494 @@
+#!/usr/bin/env bash
+# Local infrastructure for Interlock: a single-node Apache Kafka broker (KRaft)
+# and FerretDB (MongoDB wire protocol, SQLite backend) on 127.0.0.1, no Docker.
+#
+#   bash infra/infra.sh up            provision if needed, start both, print env
+#   bash infra/infra.sh down          stop both (data, jars and binary kept)
+#   bash infra/infra.sh down --purge  stop both and delete their data
+#   bash infra/infra.sh purge         same as down --purge
+#   bash infra/infra.sh status        say what runs (exit 0 only if both run)
+#   bash infra/infra.sh env           print the settings (shell exports)
+#
+# Progress goes to stderr and the exports to stdout, so
+#   eval "$(bash infra/infra.sh up)"
+# starts everything and sets INTERLOCK_KAFKA_BOOTSTRAP_SERVERS and
+# INTERLOCK_MONGODB_URI in the calling shell. Everything at run time lives in
+# $REPO/.infra/ (see infra/README.md).
+set -euo pipefail
+
+log() { printf 'infra: %s\n' "$*" >&2; }
+die() { printf 'infra: ERROR: %s\n' "$*" >&2; exit 1; }
+
+check_port_number() {
+  if ! [[ "$2" =~ ^[0-9]+$ ]] || ((10#$2 < 1 || 10#$2 > 65535)); then
+    die "$1 must be a TCP port number, got '$2'"
+  fi
+}
+
+# ---------------------------------------------------------------- settings
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$SCRIPT_DIR/.." && pwd)"
+INFRA="$REPO/.infra"
+
+KAFKA_VERSION="4.1.1"
+FERRETDB_MODULE="github.com/FerretDB/FerretDB"
+FERRETDB_VERSION="v1.24.2"
+
+KAFKA_PORT="${INTERLOCK_INFRA_KAFKA_PORT:-19092}"
+check_port_number INTERLOCK_INFRA_KAFKA_PORT "$KAFKA_PORT"
+KAFKA_PORT=$((10#$KAFKA_PORT))
+CTRL_PORT="${INTERLOCK_INFRA_KAFKA_CONTROLLER_PORT:-$((KAFKA_PORT + 1))}"
+check_port_number INTERLOCK_INFRA_KAFKA_CONTROLLER_PORT "$CTRL_PORT"
+CTRL_PORT=$((10#$CTRL_PORT))
+MONGO_PORT="${INTERLOCK_INFRA_MONGO_PORT:-27117}"
+check_port_number INTERLOCK_INFRA_MONGO_PORT "$MONGO_PORT"
+MONGO_PORT=$((10#$MONGO_PORT))
+KAFKA_TIMEOUT="${INTERLOCK_INFRA_KAFKA_TIMEOUT:-90}"
+MONGO_TIMEOUT="${INTERLOCK_INFRA_MONGO_TIMEOUT:-60}"
+[[ "$KAFKA_TIMEOUT" =~ ^[0-9]+$ && "$MONGO_TIMEOUT" =~ ^[0-9]+$ ]] \
+  || die "INTERLOCK_INFRA_KAFKA_TIMEOUT and INTERLOCK_INFRA_MONGO_TIMEOUT must be whole seconds"
+STOP_TIMEOUT=20
+HOST=127.0.0.1
+
+KAFKA_DIR="$INFRA/kafka"
+KAFKA_LIBS="$KAFKA_DIR/libs"
+KAFKA_LIBS_MARKER="$KAFKA_LIBS/.complete"
+KAFKA_DATA="$KAFKA_DIR/data"
+KAFKA_CONF="$KAFKA_DIR/server.properties"
+KAFKA_POM="$SCRIPT_DIR/kafka/pom.xml"
+KAFKA_LOG4J="$SCRIPT_DIR/kafka/log4j2.properties"
+
+FERRETDB_BIN="$INFRA/bin/ferretdb"
+FERRETDB_DATA="$INFRA/ferretdb/data"
+FERRETDB_STATE="$INFRA/ferretdb/state"
+
+LOGS="$INFRA/logs"
+ENV_FILE="$INFRA/env"
+
+# ---------------------------------------------------------------- helpers
+
+# True if something accepts TCP connections on 127.0.0.1:$1.
+port_open() { timeout 2 bash -c ": </dev/tcp/$HOST/$1" 2>/dev/null; }
+
+# True if process $1 exists and is not a zombie (a child of ours that died
+# stays a zombie until reaped, and kill -0 still succeeds on it).
+proc_alive() {
+  local line state
+  [[ "$1" =~ ^[0-9]+$ ]] || return 1
+  { read -r line </proc/"$1"/stat; } 2>/dev/null || return 1
+  state="${line##*) }"
+  [[ "${state%% *}" != Z ]]
+}
+
+# The string that identifies our process of a service in /proc/PID/cmdline
+# (unique to this checkout, so another clone's services are never touched).
+marker() {
+  case "$1" in
+    kafka) printf '%s' "$KAFKA_CONF" ;;
+    ferretdb) printf '%s' "$FERRETDB_BIN" ;;
+  esac
+}
+
+# True if PID $2 is alive and is our process of service $1: one of its
+# arguments is exactly the marker (a zombie has no arguments).
+is_ours() {
+  local pid="$2" want arg args=()
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  { mapfile -d '' -t args <"/proc/$pid/cmdline"; } 2>/dev/null || return 1
+  want="$(marker "$1")"
+  for arg in "${args[@]}"; do
+    [[ "$arg" == "$want" ]] && return 0
+  done
+  return 1
+}
+
+# Prints the PID of our running service $1 (from its pid file, else by looking
+# through /proc in case the pid file was lost); fails if it does not run.
+# A stale pid file is removed.
+service_pid() {
+  local svc="$1" pidfile="$INFRA/$1.pid" pid
+  if [[ -f "$pidfile" ]]; then
+    pid="$(cat "$pidfile" 2>/dev/null || true)"
+    if is_ours "$svc" "$pid"; then
+      printf '%s\n' "$pid"
+      return 0
+    fi
+    rm -f "$pidfile"
+  fi
+  local cand
+  while IFS= read -r cand; do
+    pid="${cand#/proc/}"
+    pid="${pid%/cmdline}"
+    [[ "$pid" == "$$" ]] && continue
+    is_ours "$svc" "$pid" || continue
+    # only the service itself, not e.g. a shell whose command line names it
+    case "$svc" in
+      kafka) grep -qaF 'kafka.Kafka' "/proc/$pid/cmdline" 2>/dev/null || continue ;;
+      ferretdb) [[ "$(readlink "/proc/$pid/exe" 2>/dev/null)" == "$FERRETDB_BIN" ]] || continue ;;
+    esac
+    mkdir -p "$INFRA"
+    printf '%s\n' "$pid" >"$pidfile"
+    printf '%s\n' "$pid"
+    return 0
+  done < <(grep -laF -- "$(marker "$svc")" /proc/[0-9]*/cmdline 2>/dev/null || true)
+  return 1
+}
+
+# The ports a running service was started with (written at start).
+recorded_port() { cat "$INFRA/$1.port" 2>/dev/null || true; }
+
+tail_logs() {
+  local f
+  for f in "$@"; do
+    [[ -s "$f" ]] || continue
+    printf -- '----- last lines of %s -----\n' "$f" >&2
+    tail -n 40 "$f" >&2
+  done
+}
+
+need() { command -v "$1" >/dev/null 2>&1 || die "'$1' is not installed (needed to $2)"; }
+
+# ------------------------------------------------------------ provisioning
+provision_kafka() {
+  local want
+  want="kafka=$KAFKA_VERSION pom=$(sha256sum "$KAFKA_POM" | cut -d' ' -f1)"
+  if [[ -f "$KAFKA_LIBS_MARKER" && "$(cat "$KAFKA_LIBS_MARKER")" == "$want" ]]; then
+    return 0
+  fi
+  need mvn "fetch the Kafka jars from Maven Central"
+  log "fetching Kafka $KAFKA_VERSION jars with Maven into $KAFKA_LIBS (first time only) ..."
+  rm -rf "$KAFKA_LIBS"
+  mkdir -p "$KAFKA_LIBS" "$LOGS"
+  if ! mvn -q -B -Dstyle.color=never dependency:copy-dependencies \
+      -DoutputDirectory="$KAFKA_LIBS" -f "$KAFKA_POM" >"$LOGS/mvn.log" 2>&1; then
+    tail_logs "$LOGS/mvn.log"
+    die "maven could not fetch the Kafka jars (full log: $LOGS/mvn.log)"
+  fi
+  [[ -f "$KAFKA_LIBS/kafka_2.13-$KAFKA_VERSION.jar" ]] || die "kafka_2.13-$KAFKA_VERSION.jar missing after the fetch"
+  printf '%s\n' "$want" >"$KAFKA_LIBS_MARKER"
+  local jars=("$KAFKA_LIBS"/*.jar)
+  log "fetched ${#jars[@]} jars"
+}
+
+# True if the FerretDB binary is there and is the wanted version.
+# (No `| grep -q`: with pipefail, grep quitting early can fail the pipeline.)
+ferretdb_ok() {
+  local out
+  [[ -x "$FERRETDB_BIN" ]] || return 1
+  out="$("$FERRETDB_BIN" --version 2>/dev/null)" || return 1
+  [[ $'\n'"$out"$'\n' == *$'\n'"version: $FERRETDB_VERSION"$'\n'* ]]
+}
+
+# `go install github.com/FerretDB/FerretDB/cmd/ferretdb@VERSION` builds a binary
+# that panics at start ("Invalid build/version/version.txt"): the release's
+# version.txt is generated and not in the module zip. So: download the module
+# through the Go module proxy, copy it, write version.txt, build the copy.
+provision_ferretdb() {
+  if ferretdb_ok; then
+    return 0
+  fi
+  need go "build FerretDB"
+  log "building FerretDB $FERRETDB_VERSION into $FERRETDB_BIN (first time only, a few minutes) ..."
+  local build="$INFRA/build" src rc
+  rm -rf "$build"
+  mkdir -p "$build" "$INFRA/bin" "$LOGS"
+  src="$build/ferretdb-src"
+  set +e
+  (
+    set -e
+    modjson="$(cd "$build" && GOWORK=off GO111MODULE=on GOFLAGS=-mod=mod \
+      go mod download -json "$FERRETDB_MODULE@$FERRETDB_VERSION")"
+    moddir="$(printf '%s\n' "$modjson" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')"
+    [[ -n "$moddir" && -d "$moddir" ]] || { echo "no module dir in: $modjson"; exit 1; }
+    cp -R "$moddir" "$src"
+    chmod -R u+w "$src"
+    printf '%s\n' "$FERRETDB_VERSION" >"$src/build/version/version.txt"
+    printf '%s\n' "interlock-infra" >"$src/build/version/package.txt"
+    cd "$src"
+    GOWORK=off GOFLAGS='' CGO_ENABLED=0 go build -buildvcs=false -trimpath \
+      -ldflags='-s -w' -o "$FERRETDB_BIN.tmp" ./cmd/ferretdb
+  ) >"$LOGS/go-build.log" 2>&1
+  rc=$?
+  set -e
+  rm -rf "$build"
+  if ((rc != 0)) || [[ ! -x "$FERRETDB_BIN.tmp" ]]; then
+    rm -f "$FERRETDB_BIN.tmp"
+    tail_logs "$LOGS/go-build.log"
+    die "could not build FerretDB (full log: $LOGS/go-build.log)"
+  fi
+  mv -f "$FERRETDB_BIN.tmp" "$FERRETDB_BIN"
+  ferretdb_ok || die "the FerretDB build does not report version $FERRETDB_VERSION"
+}
+
+# ----------------------------------------------------------------- kafka
+write_kafka_conf() {
+  mkdir -p "$KAFKA_DIR" "$KAFKA_DATA"
+  cat >"$KAFKA_CONF.tmp" <<EOF
+# Generated by infra/infra.sh at each start; edits are lost.
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@$HOST:$CTRL_PORT
+listeners=PLAINTEXT://$HOST:$KAFKA_PORT,CONTROLLER://$HOST:$CTRL_PORT
+advertised.listeners=PLAINTEXT://$HOST:$KAFKA_PORT
+inter.broker.listener.name=PLAINTEXT
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs=$KAFKA_DATA
+auto.create.topics.enable=false
+num.partitions=1
+default.replication.factor=1
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+num.network.threads=2
+num.io.threads=4
+EOF
+  mv -f "$KAFKA_CONF.tmp" "$KAFKA_CONF"
+}
+
+start_kafka() {
+  need java "run the Kafka broker"
+  write_kafka_conf
+  mkdir -p "$LOGS"
+  if [[ ! -f "$KAFKA_DATA/meta.properties" ]]; then
+    local cid
+    cid="$(java -cp "$KAFKA_LIBS/*" kafka.tools.StorageTool random-uuid 2>>"$LOGS/kafka-format.log" | tail -n 1)"
+    [[ -n "$cid" ]] || { tail_logs "$LOGS/kafka-format.log"; die "could not make a Kafka cluster id"; }
+    log "formatting Kafka storage in $KAFKA_DATA (cluster id $cid)"
+    # Static quorum (controller.quorum.voters), so no --standalone: it would
+    # require controller.quorum.bootstrap.servers and pin the controller port
+    # into the metadata log.
+    if ! java -cp "$KAFKA_LIBS/*" -Dlog4j2.configurationFile="$KAFKA_LOG4J" -Dkafka.logs.dir="$LOGS" -Dkafka.log.name=kafka-format \
+        kafka.tools.StorageTool format -t "$cid" -c "$KAFKA_CONF" >>"$LOGS/kafka-format.log" 2>&1; then
+      tail_logs "$LOGS/kafka-format.log"
+      die "could not format the Kafka storage"
+    fi
+  fi
+  [[ -f "$LOGS/kafka.log" ]] && mv -f "$LOGS/kafka.log" "$LOGS/kafka.log.prev"
+  rm -f "$LOGS"/kafka.log.[0-9]*
+  printf '%s %s\n' "$KAFKA_PORT" "$CTRL_PORT" >"$INFRA/kafka.port"
+  (
+    cd "$KAFKA_DIR"
+    exec 9>&-
+    exec nohup java -Xms256m -Xmx512m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+      -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \
+      -Dlog4j2.configurationFile="$KAFKA_LOG4J" -Dkafka.logs.dir="$LOGS" -Dkafka.log.name=kafka \
+      -cp "$KAFKA_LIBS/*" kafka.Kafka "$KAFKA_CONF" \
+      </dev/null >"$LOGS/kafka.out" 2>&1
+  ) &
+  printf '%s\n' "$!" >"$INFRA/kafka.pid"
+  log "started Kafka (pid $!) on $HOST:$KAFKA_PORT, controller $HOST:$CTRL_PORT"
+}
+
+wait_kafka() {
+  local pid deadline=$((SECONDS + KAFKA_TIMEOUT))
+  pid="$(cat "$INFRA/kafka.pid")"
+  while :; do
+    if ! proc_alive "$pid"; then
+      tail_logs "$LOGS/kafka.log" "$LOGS/kafka.out"
+      rm -f "$INFRA/kafka.pid" "$INFRA/kafka.port"
+      die "Kafka exited during start (logs: $LOGS/kafka.log, $LOGS/kafka.out)"
+    fi
+    if port_open "$KAFKA_PORT" && grep -q 'Kafka Server started' "$LOGS/kafka.log" 2>/dev/null; then
+      return 0
+    fi
+    if ((SECONDS >= deadline)); then
+      tail_logs "$LOGS/kafka.log" "$LOGS/kafka.out"
+      die "Kafka not ready on $HOST:$KAFKA_PORT after ${KAFKA_TIMEOUT}s; still running as pid $pid (stop it with: bash infra/infra.sh down)"
+    fi
+    sleep 0.5
+  done
+}
+
+# --------------------------------------------------------------- ferretdb
+start_ferretdb() {
+  mkdir -p "$FERRETDB_DATA" "$FERRETDB_STATE" "$LOGS"
+  printf '%s\n' "$MONGO_PORT" >"$INFRA/ferretdb.port"
+  # Telemetry is off three ways (flag, DO_NOT_TRACK, reporting URL on a dead
+  # loopback port); the debug HTTP listener is off (--debug-addr=-).
+  (
+    cd "$INFRA/ferretdb"
+    exec 9>&-
+    export DO_NOT_TRACK=1 FERRETDB_TELEMETRY=disable
+    exec nohup "$FERRETDB_BIN" \
+      --handler=sqlite \
+      --sqlite-url="file:$FERRETDB_DATA/" \
+      --state-dir="$FERRETDB_STATE" \
+      --listen-addr="$HOST:$MONGO_PORT" \
+      --debug-addr=- \
+      --telemetry=disable \
+      --test-telemetry-url="http://127.0.0.1:9/" \
+      --log-level=warn \
+      </dev/null >"$LOGS/ferretdb.log" 2>&1
+  ) &
+  printf '%s\n' "$!" >"$INFRA/ferretdb.pid"
+  log "started FerretDB (pid $!) on $HOST:$MONGO_PORT"
+}
+
+wait_ferretdb() {
+  local pid deadline=$((SECONDS + MONGO_TIMEOUT))
+  pid="$(cat "$INFRA/ferretdb.pid")"
+  while :; do
+    if ! proc_alive "$pid"; then
+      tail_logs "$LOGS/ferretdb.log"
+      rm -f "$INFRA/ferretdb.pid" "$INFRA/ferretdb.port"
+      die "FerretDB exited during start (log: $LOGS/ferretdb.log)"
+    fi
+    port_open "$MONGO_PORT" && return 0
+    if ((SECONDS >= deadline)); then
+      tail_logs "$LOGS/ferretdb.log"
+      die "FerretDB not listening on $HOST:$MONGO_PORT after ${MONGO_TIMEOUT}s; still running as pid $pid (stop it with: bash infra/infra.sh down)"
+    fi
+    sleep 0.2
+  done
+}
+
+# ------------------------------------------------------------ stop / env
+stop_service() {
+  local svc="$1" pid deadline
+  if ! pid="$(service_pid "$svc")"; then
+    rm -f "$INFRA/$svc.pid" "$INFRA/$svc.port"
+    log "$svc: not running"
+    return 0
+  fi
+  log "$svc: stopping pid $pid"
+  kill -TERM "$pid" 2>/dev/null || true
+  deadline=$((SECONDS + STOP_TIMEOUT))
+  while is_ours "$svc" "$pid" && ((SECONDS < deadline)); do sleep 0.2; done
+  if is_ours "$svc" "$pid"; then
+    log "$svc: still alive after ${STOP_TIMEOUT}s, sending SIGKILL"
+    kill -KILL "$pid" 2>/dev/null || true
+    deadline=$((SECONDS + 5))
+    while is_ours "$svc" "$pid" && ((SECONDS < deadline)); do sleep 0.1; done
+  fi
+  rm -f "$INFRA/$svc.pid" "$INFRA/$svc.port"
+  log "$svc: stopped"
+}
+
+# The settings, using the ports of running services, else the configured ones.
+print_env() {
+  local kport mport
+  kport="$KAFKA_PORT"
+  mport="$MONGO_PORT"
+  if service_pid kafka >/dev/null; then read -r kport _ <<<"$(recorded_port kafka) $KAFKA_PORT"; fi
+  if service_pid ferretdb >/dev/null; then read -r mport _ <<<"$(recorded_port ferretdb) $MONGO_PORT"; fi
+  mkdir -p "$INFRA"
+  {
+    printf 'export INTERLOCK_KAFKA_BOOTSTRAP_SERVERS=%s:%s\n' "$HOST" "$kport"
+    printf 'export INTERLOCK_MONGODB_URI=mongodb://%s:%s/\n' "$HOST" "$mport"
+  } >"$ENV_FILE.tmp"
+  mv -f "$ENV_FILE.tmp" "$ENV_FILE"
+  cat "$ENV_FILE"
+}
+
+lock() {
+  mkdir -p "$INFRA"
+  if command -v flock >/dev/null 2>&1; then
+    exec 9>"$INFRA/.lock"
+    flock -w 900 9 || die "another infra.sh holds $INFRA/.lock"
+  fi
+}
+
+# ---------------------------------------------------------------- commands
+cmd_up() {
+  [[ "$KAFKA_PORT" != "$CTRL_PORT" && "$KAFKA_PORT" != "$MONGO_PORT" && "$CTRL_PORT" != "$MONGO_PORT" ]] \
+    || die "the ports must differ: Kafka $KAFKA_PORT, Kafka controller $CTRL_PORT, FerretDB $MONGO_PORT"
+  lock
+  local start_k=1 start_f=1 wait_k=0 wait_f=0 pid rec p
+  if pid="$(service_pid kafka)"; then
+    rec="$(recorded_port kafka)"
+    [[ "$rec" == "$KAFKA_PORT $CTRL_PORT" ]] \
+      || die "our Kafka already runs (pid $pid) on ports '${rec:-unknown}', not $KAFKA_PORT $CTRL_PORT; run 'bash infra/infra.sh down' first"
+    start_k=0
+    port_open "$KAFKA_PORT" || wait_k=1  # still starting (an earlier up timed out)
+  else
+    for p in "$KAFKA_PORT" "$CTRL_PORT"; do
+      port_open "$p" && die "port $HOST:$p (Kafka) is in use by a process that is not this checkout's Kafka; free it or set INTERLOCK_INFRA_KAFKA_PORT (controller: INTERLOCK_INFRA_KAFKA_CONTROLLER_PORT)"
+    done
+  fi
+  if pid="$(service_pid ferretdb)"; then
+    rec="$(recorded_port ferretdb)"
+    [[ "$rec" == "$MONGO_PORT" ]] \
+      || die "our FerretDB already runs (pid $pid) on port '${rec:-unknown}', not $MONGO_PORT; run 'bash infra/infra.sh down' first"
+    start_f=0
+    port_open "$MONGO_PORT" || wait_f=1
+  else
+    port_open "$MONGO_PORT" && die "port $HOST:$MONGO_PORT (FerretDB) is in use by a process that is not this checkout's FerretDB; free it or set INTERLOCK_INFRA_MONGO_PORT"
+  fi
+
+  if ((start_k)); then provision_kafka; fi
+  if ((start_f)); then provision_ferretdb; fi
+  if ((start_k)); then start_kafka; wait_k=1; fi
+  if ((start_f)); then start_ferretdb; wait_f=1; fi
+  if ((wait_f)); then wait_ferretdb; log "FerretDB ready"; fi
+  if ((wait_k)); then wait_kafka; log "Kafka ready (${SECONDS}s since infra.sh started)"; fi
+  if ((start_k == 0 && start_f == 0)); then log "Kafka and FerretDB already running"; fi
+  print_env
+}
+
+cmd_down() {
+  local purge=0 a
+  for a in "$@"; do
+    case "$a" in
+      --purge) purge=1 ;;
+      *) die "down: unknown option '$a' (only --purge)" ;;
+    esac
+  done
+  lock
+  stop_service kafka
+  stop_service ferretdb
+  if ((purge)); then
+    log "purging data: $KAFKA_DATA $INFRA/ferretdb $KAFKA_CONF $ENV_FILE"
+    rm -rf "$KAFKA_DATA" "$INFRA/ferretdb" "$KAFKA_CONF" "$ENV_FILE"
+  fi
+}
+
+cmd_status() {
+  local pid rc=0 rec
+  if pid="$(service_pid kafka)"; then
+    rec="$(recorded_port kafka)"
+    if port_open "${rec%% *}"; then
+      echo "kafka: running (pid $pid) on $HOST:${rec%% *} (controller $HOST:${rec##* })"
+    else
+      echo "kafka: process running (pid $pid) but $HOST:${rec%% *} does not answer"; rc=1
+    fi
+  else
+    echo "kafka: stopped"; rc=1
+  fi
+  if pid="$(service_pid ferretdb)"; then
+    rec="$(recorded_port ferretdb)"
+    if port_open "$rec"; then
+      echo "ferretdb: running (pid $pid) on $HOST:$rec"
+    else
+      echo "ferretdb: process running (pid $pid) but $HOST:$rec does not answer"; rc=1
+    fi
+  else
+    echo "ferretdb: stopped"; rc=1
+  fi
+  [[ -f "$KAFKA_LIBS_MARKER" ]] && echo "kafka jars: cached in $KAFKA_LIBS" || echo "kafka jars: not fetched yet"
+  [[ -x "$FERRETDB_BIN" ]] && echo "ferretdb binary: $FERRETDB_BIN" || echo "ferretdb binary: not built yet"
+  return "$rc"
+}
+
+usage() {
+  sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+}
+
+main() {
+  local cmd="${1:-}"
+  [[ $# -gt 0 ]] && shift
+  case "$cmd" in
+    up) cmd_up "$@" ;;
+    down) cmd_down "$@" ;;
+    purge) cmd_down --purge "$@" ;;
+    status) cmd_status "$@" ;;
+    env) print_env ;;
+    -h|--help|help) usage ;;
+    *) usage; exit 2 ;;
+  esac
+}
+
+main "$@"
