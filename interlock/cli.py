@@ -1,7 +1,7 @@
 """``interlock``: the command line entry point.
 
-    interlock service gateway|orchestrator|sandbox|notifier
-    interlock topics create
+interlock service gateway|orchestrator|sandbox|notifier
+interlock topics create
 """
 
 from __future__ import annotations
@@ -11,7 +11,11 @@ from enum import StrEnum
 
 import typer
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help="Interlock: durable human review for AI agents.")
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    help="Interlock: durable human review for AI agents.",
+)
 topics_app = typer.Typer(no_args_is_help=True, help="Kafka topics.")
 app.add_typer(topics_app, name="topics")
 

@@ -1,1 +1,4 @@
-"""What two or more Interlock services use: event schemas, topics, settings, logging, storage, bus."""
+"""What two or more Interlock services use.
+
+Event schemas, topics, settings, logging, storage and the bus.
+"""

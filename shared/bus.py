@@ -13,9 +13,10 @@ Delivery rules (ARCHITECTURE.md, "Delivery guarantees"):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -27,7 +28,13 @@ from pydantic import BaseModel
 from pymongo.errors import PyMongoError
 
 from shared.errors import RejectedMessage, RetryableError
-from shared.events import EventDecodeError, EventModel, MessageDeadLettered, encode_event
+from shared.events import (
+    EventDecodeError,
+    EventModel,
+    MessageDeadLettered,
+    decode_event,
+    encode_event,
+)
 from shared.settings import CommonSettings
 
 log = structlog.get_logger(__name__)
@@ -79,16 +86,15 @@ async def ensure_topics(settings: CommonSettings, *, replication_factor: int = 1
         missing = [t for t in settings.topics.all() if t not in existing]
         if missing:
             new = [NewTopic(t, settings.topic_partitions, replication_factor) for t in missing]
-            try:
+            # Another process may create them between our list and create: same result.
+            with contextlib.suppress(TopicAlreadyExistsError):
                 await admin.create_topics(new)
-            except TopicAlreadyExistsError:
-                pass  # another process created them between our list and create: same result
         return missing
     finally:
         await admin.close()
 
 
-class Consumer:
+class Consumer(Generic[E]):
     """Wraps one domain handler: decode, handle, dead-letter or retry, and log one summary line."""
 
     def __init__(
@@ -127,7 +133,12 @@ class Consumer:
                 await self._run(event, record, message.body, where, started)
 
     async def _run(
-        self, event: EventModel, record: Any, body: bytes, where: tuple[str, int, int], started: float
+        self,
+        event: E,
+        record: Any,
+        body: bytes,
+        where: tuple[str, int, int],
+        started: float,
     ) -> None:
         try:
             await self._handle(event)
@@ -174,16 +185,26 @@ class Consumer:
         log.warning("event.dead_lettered", consumer=self.name, reason=reason, outcome="dead_letter")
 
 
-def subscribe(
+def route(
     broker: KafkaBroker,
     settings: CommonSettings,
+    publisher: EventPublisher,
     *,
-    topic: str,
     service: str,
-    consumer: Consumer,
+    topic: str,
+    model: type[E],
+    handle: Callable[[E], Awaitable[None]],
     max_poll_interval_ms: int = 300_000,
 ) -> None:
-    """Register ``consumer`` in the service's consumer group, committing only after success."""
+    """Subscribe ``handle`` to ``topic`` in the service's consumer group: messages are decoded as
+    ``model``, offsets committed only after success, failures retried or dead-lettered."""
+    consumer = Consumer(
+        name=f"{service}:{topic}",
+        decode=lambda raw: decode_event(raw, (model,)),
+        handle=handle,
+        publisher=publisher,
+        dead_letter_topic=settings.topics.dead_letters,
+    )
 
     async def handler(message: KafkaMessage) -> None:
         await consumer(message)

@@ -18,7 +18,14 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    model_validator,
+)
 
 JsonObject = dict[str, Any]
 Identifier = Annotated[
@@ -256,8 +263,10 @@ def decode_event(raw: bytes, expected: tuple[type[E], ...]) -> E:
     if not isinstance(data, dict):
         raise EventDecodeError("message must be a JSON object")
     event_type, version = data.get("type"), data.get("version")
-    accepted = {(m.model_fields["type"].default, m.model_fields["version"].default): m for m in expected}
-    model = accepted.get((event_type, version))  # type: ignore[arg-type]
+    accepted = {
+        (m.model_fields["type"].default, m.model_fields["version"].default): m for m in expected
+    }
+    model = accepted.get((event_type, version))
     if model is None:
         known_versions = sorted(v for (t, v) in accepted if t == event_type)
         if known_versions:
@@ -267,7 +276,7 @@ def decode_event(raw: bytes, expected: tuple[type[E], ...]) -> E:
         names = sorted({t for (t, _) in accepted})
         raise EventDecodeError(f"unexpected event type {event_type!r} here; accepted: {names}")
     try:
-        return model.model_validate(data)  # type: ignore[return-value]
+        return model.model_validate(data)
     except ValidationError as exc:
         raise EventDecodeError(f"invalid {event_type} v{version}: {_describe(exc)}") from exc
 

@@ -30,4 +30,6 @@ def configure_logging(service: str, *, level: str = "info", fmt: str = "auto") -
     structlog.contextvars.bind_contextvars(service=service)
     # Libraries (aiokafka, pymongo, uvicorn) log through the standard library: keep their
     # warnings, on stderr, without their chatter.
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(name)s %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=logging.WARNING, stream=sys.stderr, format="%(name)s %(levelname)s %(message)s"
+    )

@@ -26,5 +26,7 @@ async def eventually(
         if check(last):
             return last
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
+            raise AssertionError(
+                f"timed out after {timeout}s waiting for {what}; last value: {last!r}"
+            )
         await asyncio.sleep(interval)

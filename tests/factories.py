@@ -27,7 +27,9 @@ def pending(execution_id: str = "exec-1") -> Execution:
     return new_pending_execution(requested(execution_id), None)
 
 
-def suspended_event(execution: Execution, *, allowed: list[str] | None = None) -> ExecutionSuspended:
+def suspended_event(
+    execution: Execution, *, allowed: list[str] | None = None
+) -> ExecutionSuspended:
     allowed = ["approve", "reject"] if allowed is None else allowed
     return ExecutionSuspended(
         execution_id=execution.execution_id,
@@ -36,14 +38,20 @@ def suspended_event(execution: Execution, *, allowed: list[str] | None = None) -
         suspension_id=execution.epoch,
         suspend_context={"claim_id": "CLM-4821", "allowed_decisions": allowed},
         allowed_decisions=allowed,
-        interrupts=[PendingInterrupt(interrupt_id=f"int-{execution.epoch}", value={"claim_id": "CLM-4821"})],
+        interrupts=[
+            PendingInterrupt(interrupt_id=f"int-{execution.epoch}", value={"claim_id": "CLM-4821"})
+        ],
         **SCOPE,
     )
 
 
 def report(execution: Execution, outcome: ReportOutcome, **extra: object) -> ExecutionReported:
     return ExecutionReported(
-        execution_id=execution.execution_id, epoch=execution.epoch, outcome=outcome, **SCOPE, **extra  # type: ignore[arg-type]
+        execution_id=execution.execution_id,
+        epoch=execution.epoch,
+        outcome=outcome,
+        **SCOPE,
+        **extra,  # type: ignore[arg-type]
     )
 
 

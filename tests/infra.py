@@ -34,7 +34,9 @@ def kafka_bootstrap() -> Iterator[str]:
         yield given
         return
     if not _docker_available():
-        raise RuntimeError(f"no Kafka: {KAFKA_ENV} is not set and no Docker engine answers; {HOW_TO}")
+        raise RuntimeError(
+            f"no Kafka: {KAFKA_ENV} is not set and no Docker engine answers; {HOW_TO}"
+        )
     from testcontainers.community.kafka import KafkaContainer
 
     with KafkaContainer().with_kraft() as container:
@@ -48,7 +50,9 @@ def mongodb_uri() -> Iterator[str]:
         yield given
         return
     if not _docker_available():
-        raise RuntimeError(f"no MongoDB: {MONGO_ENV} is not set and no Docker engine answers; {HOW_TO}")
+        raise RuntimeError(
+            f"no MongoDB: {MONGO_ENV} is not set and no Docker engine answers; {HOW_TO}"
+        )
     from testcontainers.community.mongodb import MongoDbContainer
 
     with MongoDbContainer("mongo:7") as container:

@@ -29,7 +29,9 @@ IDEMPOTENCY_NAMESPACE = uuid.UUID("6f1c9a52-4a8e-4d0b-9a57-3c1f4e2b7d10")
 
 class UnknownAgent(Exception):
     def __init__(self, agent: str, known: list[str]) -> None:
-        super().__init__(f"agent {agent!r} is not registered; registered agents: {', '.join(known)}")
+        super().__init__(
+            f"agent {agent!r} is not registered; registered agents: {', '.join(known)}"
+        )
         self.known = known
 
 
@@ -52,7 +54,9 @@ def execution_id_for(project_id: str, workspace_id: str, idempotency_key: str | 
 
 
 def fingerprint(agent: str, agent_input: AgentInput) -> str:
-    canonical = json.dumps({"agent": agent, "input": agent_input.model_dump(mode="json")}, sort_keys=True)
+    canonical = json.dumps(
+        {"agent": agent, "input": agent_input.model_dump(mode="json")}, sort_keys=True
+    )
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -90,7 +94,9 @@ class Intake:
             requested_by=requested_by,
         )
         print_ = fingerprint(agent, agent_input)
-        execution, created = await self._store.executions.create(new_pending_execution(event, print_))
+        execution, created = await self._store.executions.create(
+            new_pending_execution(event, print_)
+        )
         if not created and execution.request_fingerprint != print_:
             raise IdempotencyKeyReused(
                 f"idempotency key {idempotency_key!r} was used for a different request"

@@ -22,9 +22,7 @@ RETRY_AFTER_SECONDS = 5
 class Problem(Exception):
     """Raise from a route to answer with a problem document."""
 
-    def __init__(
-        self, status: int, slug: str, title: str, detail: str, **extensions: Any
-    ) -> None:
+    def __init__(self, status: int, slug: str, title: str, detail: str, **extensions: Any) -> None:
         super().__init__(detail)
         self.status = status
         self.slug = slug
@@ -67,18 +65,27 @@ def _validation_detail(exc: RequestValidationError) -> tuple[str, list[dict[str,
 def install_problem_handlers(app: FastAPI) -> None:
     @app.exception_handler(Problem)
     async def _problem(request: Request, exc: Problem) -> JSONResponse:
-        return problem_response(request, exc.status, exc.slug, exc.title, exc.detail, **exc.extensions)
+        return problem_response(
+            request, exc.status, exc.slug, exc.title, exc.detail, **exc.extensions
+        )
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         detail, errors = _validation_detail(exc)
-        return problem_response(request, 400, "invalid-request", "Invalid request", detail, errors=errors)
+        return problem_response(
+            request, 400, "invalid-request", "Invalid request", detail, errors=errors
+        )
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         slug = {404: "not-found", 405: "method-not-allowed"}.get(exc.status_code, "http-error")
         return problem_response(
-            request, exc.status_code, slug, str(exc.detail), str(exc.detail), headers=exc.headers
+            request,
+            exc.status_code,
+            slug,
+            str(exc.detail),
+            str(exc.detail),
+            headers=dict(exc.headers) if exc.headers else None,
         )
 
     @app.exception_handler(RetryableError)

@@ -18,8 +18,8 @@ from services.gateway.intake import (
 from services.gateway.problems import Problem
 from services.gateway.schemas import (
     AgentList,
-    AuditTrail,
     AgentView,
+    AuditTrail,
     ExecutionPage,
     ExecutionView,
     InvokeAccepted,
@@ -50,7 +50,9 @@ PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 
 def _not_found(execution_id: str) -> Problem:
-    return Problem(404, "execution-not-found", "Execution not found", f"no execution {execution_id} here")
+    return Problem(
+        404, "execution-not-found", "Execution not found", f"no execution {execution_id} here"
+    )
 
 
 def build_router(intake: Intake, registry: AgentRegistry) -> APIRouter:
@@ -59,7 +61,9 @@ def build_router(intake: Intake, registry: AgentRegistry) -> APIRouter:
     @router.get(f"{API}/agents", response_model=AgentList, tags=["agents"])
     async def list_agents(project_id: ProjectPath, workspace_id: WorkspaceQuery) -> AgentList:
         """The agents this deployment can run."""
-        return AgentList(items=[AgentView(name=a.name, description=a.description) for a in registry.all()])
+        return AgentList(
+            items=[AgentView(name=a.name, description=a.description) for a in registry.all()]
+        )
 
     @router.post(
         f"{API}/workspaces/{{workspace_id}}/invoke",
@@ -87,9 +91,13 @@ def build_router(intake: Intake, registry: AgentRegistry) -> APIRouter:
                 requested_by=None,
             )
         except UnknownAgent as exc:
-            raise Problem(422, "unknown-agent", "Unknown agent", str(exc), agents=exc.known) from exc
+            raise Problem(
+                422, "unknown-agent", "Unknown agent", str(exc), agents=exc.known
+            ) from exc
         except IdempotencyKeyReused as exc:
-            raise Problem(409, "idempotency-key-reused", "Idempotency key reused", str(exc)) from exc
+            raise Problem(
+                409, "idempotency-key-reused", "Idempotency key reused", str(exc)
+            ) from exc
         path = f"/api/v1/projects/{project_id}/executions/{execution.execution_id}"
         return InvokeAccepted(
             execution_id=execution.execution_id,
@@ -101,7 +109,9 @@ def build_router(intake: Intake, registry: AgentRegistry) -> APIRouter:
             },
         )
 
-    @router.get(f"{API}/executions/{{execution_id}}", response_model=ExecutionView, tags=["executions"])
+    @router.get(
+        f"{API}/executions/{{execution_id}}", response_model=ExecutionView, tags=["executions"]
+    )
     async def get_execution(
         project_id: ProjectPath, execution_id: Identifier, workspace_id: WorkspaceQuery
     ) -> ExecutionView:
@@ -110,7 +120,9 @@ def build_router(intake: Intake, registry: AgentRegistry) -> APIRouter:
         except ExecutionNotFound as exc:
             raise _not_found(execution_id) from exc
 
-    @router.get(f"{API}/executions/{{execution_id}}/audit", response_model=AuditTrail, tags=["executions"])
+    @router.get(
+        f"{API}/executions/{{execution_id}}/audit", response_model=AuditTrail, tags=["executions"]
+    )
     async def get_audit(
         project_id: ProjectPath, execution_id: Identifier, workspace_id: WorkspaceQuery
     ) -> AuditTrail:
@@ -134,7 +146,9 @@ def build_router(intake: Intake, registry: AgentRegistry) -> APIRouter:
             page = await intake.list(project_id, workspace_id, status_filter, limit, cursor)
         except InvalidCursor as exc:
             raise Problem(400, "invalid-cursor", "Invalid cursor", str(exc)) from exc
-        return ExecutionPage(items=[ExecutionView.of(e) for e in page.items], next_cursor=page.next_cursor)
+        return ExecutionPage(
+            items=[ExecutionView.of(e) for e in page.items], next_cursor=page.next_cursor
+        )
 
     @router.post(
         f"{API}/executions/{{execution_id}}/resume",
@@ -169,7 +183,11 @@ def build_router(intake: Intake, registry: AgentRegistry) -> APIRouter:
             raise _not_found(execution_id) from exc
         except DecisionNotAllowed as exc:
             raise Problem(
-                400, "decision-not-allowed", "Decision not allowed", str(exc), allowed_decisions=exc.allowed
+                400,
+                "decision-not-allowed",
+                "Decision not allowed",
+                str(exc),
+                allowed_decisions=exc.allowed,
             ) from exc
         except (NotSuspended, StaleSuspension) as exc:
             raise Problem(409, "not-suspended", "Execution is not suspended", str(exc)) from exc
@@ -187,13 +205,15 @@ def parse_resume_body(raw: Any) -> ResumeRequest:
     if raw is None:
         raise Problem(400, "invalid-request", "Invalid request", "request body is required")
     if not isinstance(raw, dict):
-        raise Problem(400, "invalid-request", "Invalid request", "request body must be a JSON object")
+        raise Problem(
+            400, "invalid-request", "Invalid request", "request body must be a JSON object"
+        )
     if "human_review" in raw:
         raise Problem(
             400,
             "nested-decision",
             "Nested decision",
-            "the resume body is flat: send {\"decision\": ..., \"reviewer_notes\": ...} at the top"
+            'the resume body is flat: send {"decision": ..., "reviewer_notes": ...} at the top'
             " level, not inside 'human_review'",
         )
     try:
@@ -205,5 +225,9 @@ def parse_resume_body(raw: Any) -> ResumeRequest:
         if any(e["loc"] == ("decision",) and e["type"] == "missing" for e in exc.errors()):
             detail = "'decision' is required"
         raise Problem(
-            400, "invalid-request", "Invalid request", detail, errors=json.loads(exc.json(include_url=False))
+            400,
+            "invalid-request",
+            "Invalid request",
+            detail,
+            errors=json.loads(exc.json(include_url=False)),
         ) from exc

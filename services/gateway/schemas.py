@@ -88,7 +88,9 @@ class ExecutionView(BaseModel):
             input=execution.input,
             created_at=execution.created_at,
             updated_at=execution.updated_at,
-            decisions=[DecisionView(**d.model_dump(exclude={"decision_id"})) for d in execution.decisions],
+            decisions=[
+                DecisionView(**d.model_dump(exclude={"decision_id"})) for d in execution.decisions
+            ],
         )
         suspension = execution.suspension
         if execution.status is ExecutionStatus.SUSPENDED and suspension is not None:

@@ -10,8 +10,8 @@ import structlog
 from faststream import FastStream
 from faststream.kafka import KafkaBroker
 
-from shared.bus import Consumer, EventPublisher, KafkaPublisher, create_broker, subscribe
-from shared.events import ExecutionStatusChanged, ExecutionSuspended, decode_event
+from shared.bus import EventPublisher, KafkaPublisher, create_broker, route
+from shared.events import ExecutionStatusChanged, ExecutionSuspended
 from shared.logging import configure_logging
 from shared.settings import CommonSettings
 
@@ -42,18 +42,24 @@ class Notifier:
 def register(broker: KafkaBroker, settings: CommonSettings, publisher: EventPublisher) -> Notifier:
     notifier = Notifier()
     topics = settings.topics
-    for topic, name, model, handle in (
-        (topics.suspended, "suspended", ExecutionSuspended, notifier.on_suspended),
-        (topics.status, "status", ExecutionStatusChanged, notifier.on_status),
-    ):
-        consumer = Consumer(
-            name=f"{SERVICE}.{name}",
-            decode=lambda raw, model=model: decode_event(raw, (model,)),  # type: ignore[misc]
-            handle=handle,  # type: ignore[arg-type]
-            publisher=publisher,
-            dead_letter_topic=topics.dead_letters,
-        )
-        subscribe(broker, settings, topic=topic, service=SERVICE, consumer=consumer)
+    route(
+        broker,
+        settings,
+        publisher,
+        service=SERVICE,
+        topic=topics.suspended,
+        model=ExecutionSuspended,
+        handle=notifier.on_suspended,
+    )
+    route(
+        broker,
+        settings,
+        publisher,
+        service=SERVICE,
+        topic=topics.status,
+        model=ExecutionStatusChanged,
+        handle=notifier.on_status,
+    )
     return notifier
 
 

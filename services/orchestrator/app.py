@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from faststream import FastStream
 from faststream.kafka import KafkaBroker
 
 from services.orchestrator.handlers import Orchestrator
 from shared.agents import load_registry
-from shared.bus import Consumer, EventPublisher, KafkaPublisher, create_broker, subscribe
+from shared.bus import E, EventPublisher, KafkaPublisher, create_broker, route
 from shared.events import (
     DecisionSubmitted,
     ExecutionReported,
     ExecutionRequested,
     ExecutionSuspended,
-    decode_event,
 )
 from shared.logging import configure_logging
 from shared.settings import CommonSettings
@@ -33,23 +34,19 @@ def register(
     """Subscribe the orchestrator's handlers on ``broker`` (also used by the embedded mode)."""
     topics = settings.topics
     orchestrator = Orchestrator(
-        store=store, publisher=publisher, topics=topics, registry=load_registry(settings.agents_file)
+        store=store,
+        publisher=publisher,
+        topics=topics,
+        registry=load_registry(settings.agents_file),
     )
-    routes = [
-        (topics.requested, "requested", lambda raw: decode_event(raw, (ExecutionRequested,)), orchestrator.on_requested),
-        (topics.decisions, "decisions", lambda raw: decode_event(raw, (DecisionSubmitted,)), orchestrator.on_decision),
-        (topics.suspended, "suspended", lambda raw: decode_event(raw, (ExecutionSuspended,)), orchestrator.on_suspended),
-        (topics.reported, "reported", lambda raw: decode_event(raw, (ExecutionReported,)), orchestrator.on_reported),
-    ]
-    for topic, name, decode, handle in routes:
-        consumer = Consumer(
-            name=f"{SERVICE}.{name}",
-            decode=decode,
-            handle=handle,  # type: ignore[arg-type]
-            publisher=publisher,
-            dead_letter_topic=topics.dead_letters,
-        )
-        subscribe(broker, settings, topic=topic, service=SERVICE, consumer=consumer)
+
+    def on(topic: str, model: type[E], handle: Callable[[E], Awaitable[None]]) -> None:
+        route(broker, settings, publisher, service=SERVICE, topic=topic, model=model, handle=handle)
+
+    on(topics.requested, ExecutionRequested, orchestrator.on_requested)
+    on(topics.decisions, DecisionSubmitted, orchestrator.on_decision)
+    on(topics.suspended, ExecutionSuspended, orchestrator.on_suspended)
+    on(topics.reported, ExecutionReported, orchestrator.on_reported)
     return orchestrator
 
 

@@ -103,7 +103,9 @@ class Orchestrator:
 
     # --- plumbing ----------------------------------------------------------------------------
 
-    async def _load(self, event: DecisionSubmitted | ExecutionSuspended | ExecutionReported) -> Execution:
+    async def _load(
+        self, event: DecisionSubmitted | ExecutionSuspended | ExecutionReported
+    ) -> Execution:
         execution = await self._store.executions.get(event.project_id, event.execution_id)
         if execution is None or execution.workspace_id != event.workspace_id:
             raise RejectedMessage(f"unknown execution {event.execution_id}")
@@ -117,7 +119,9 @@ class Orchestrator:
             if outcome.changed and not await self._store.executions.replace(
                 outcome.execution, expected_version=execution.version
             ):
-                reloaded = await self._store.executions.get(execution.project_id, execution.execution_id)
+                reloaded = await self._store.executions.get(
+                    execution.project_id, execution.execution_id
+                )
                 if reloaded is None:
                     raise RejectedMessage(f"execution {execution.execution_id} disappeared")
                 execution = reloaded
@@ -126,11 +130,14 @@ class Orchestrator:
             return
         raise ConcurrencyConflict(f"execution {execution.execution_id} kept changing")
 
-    async def _reject_decision(self, execution: Execution, event: DecisionSubmitted, reason: str) -> None:
+    async def _reject_decision(
+        self, execution: Execution, event: DecisionSubmitted, reason: str
+    ) -> None:
         """Record a rejected decision in the audit trail, once per event."""
         for _ in range(MAX_CAS_ATTEMPTS):
             if any(
-                a.event_id == event.event_id and a.action == "decision.rejected" for a in execution.audit
+                a.event_id == event.event_id and a.action == "decision.rejected"
+                for a in execution.audit
             ):
                 return
             updated = sm.rejected_decision(execution, event, reason)
@@ -143,7 +150,9 @@ class Orchestrator:
         if outcome.ignored:
             log.info("event.ignored", why=outcome.ignored, status=execution.status.value)
         for command in sm.follow_ups(execution, causation_id=cause.event_id):
-            await self._publisher.publish(command, self._topics.dispatched, key=execution.execution_id)
+            await self._publisher.publish(
+                command, self._topics.dispatched, key=execution.execution_id
+            )
         changes = outcome.transitions or [
             # Nothing changed now; re-announce the current state in case the earlier announcement
             # was lost in a crash. Consumers drop versions they have seen.

@@ -23,7 +23,6 @@ from shared.domain.execution import (
     Execution,
     ExecutionStatus,
     Suspension,
-    new_pending_execution,
 )
 from shared.errors import InterlockError
 from shared.events import (
@@ -132,7 +131,9 @@ class _Walk:
         reason = kwargs.get("reason")
         self.execution = transition(self.execution, target, **kwargs)  # type: ignore[arg-type]
         self.transitions.append(
-            Transition(before, target, self.execution.version, reason if isinstance(reason, str) else None)
+            Transition(
+                before, target, self.execution.version, reason if isinstance(reason, str) else None
+            )
         )
 
     def outcome(self) -> Outcome:
@@ -155,7 +156,9 @@ def on_started(execution: Execution, report: ExecutionReported) -> Outcome:
     if execution.status not in (S.PENDING, S.RESUMING):
         return Outcome(execution, ignored=f"already {execution.status.value}")
     walk = _Walk(execution)
-    walk.to(S.RUNNING, actor=SANDBOX, reason=f"attempt {report.epoch} started", event_id=report.event_id)
+    walk.to(
+        S.RUNNING, actor=SANDBOX, reason=f"attempt {report.epoch} started", event_id=report.event_id
+    )
     return walk.outcome()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from faststream import FastStream
@@ -15,9 +16,9 @@ from pymongo import MongoClient
 from services.sandbox.handlers import Sandbox
 from services.sandbox.runner import AgentRunner, GraphCache
 from shared.agents import load_registry
-from shared.bus import Consumer, EventPublisher, KafkaPublisher, create_broker, subscribe
+from shared.bus import EventPublisher, KafkaPublisher, create_broker, route
 from shared.errors import RetryableError
-from shared.events import ExecutionDispatched, decode_event
+from shared.events import ExecutionDispatched
 from shared.logging import configure_logging
 from shared.settings import CommonSettings
 from shared.store.mongo import MongoStore
@@ -61,20 +62,20 @@ def register(
     return sandbox
 
 
-def _subscribe(broker: KafkaBroker, settings: SandboxSettings, publisher: EventPublisher, handle: Any) -> None:
-    consumer = Consumer(
-        name=f"{SERVICE}.dispatched",
-        decode=lambda raw: decode_event(raw, (ExecutionDispatched,)),
-        handle=handle,
-        publisher=publisher,
-        dead_letter_topic=settings.topics.dead_letters,
-    )
-    subscribe(
+def _subscribe(
+    broker: KafkaBroker,
+    settings: SandboxSettings,
+    publisher: EventPublisher,
+    handle: Callable[[ExecutionDispatched], Awaitable[None]],
+) -> None:
+    route(
         broker,
         settings,
-        topic=settings.topics.dispatched,
+        publisher,
         service=SERVICE,
-        consumer=consumer,
+        topic=settings.topics.dispatched,
+        model=ExecutionDispatched,
+        handle=handle,
         max_poll_interval_ms=settings.max_poll_interval_ms,
     )
 
@@ -95,7 +96,9 @@ def create_app(settings: SandboxSettings | None = None) -> FastStream:
         await store.ensure_indexes()
         # langgraph-checkpoint-mongodb only has a synchronous saver (its async methods run the
         # sync calls in a thread pool); its constructor creates indexes, so it is built here.
-        sync_client = MongoClient(settings.mongodb_uri, serverSelectionTimeoutMS=5_000, tz_aware=True)
+        sync_client = MongoClient(
+            settings.mongodb_uri, serverSelectionTimeoutMS=5_000, tz_aware=True
+        )
         checkpointer = await asyncio.to_thread(
             MongoDBSaver, sync_client, db_name=settings.mongodb_database
         )

@@ -67,7 +67,9 @@ class Sandbox:
                     interrupts=interrupts,
                     **common,
                 )
-                await self._publisher.publish(event, self._topics.suspended, key=command.execution_id)
+                await self._publisher.publish(
+                    event, self._topics.suspended, key=command.execution_id
+                )
             case Completed(result=result):
                 done = ExecutionReported(
                     event_id=f"{command.execution_id}:finished:{command.epoch}",
@@ -85,5 +87,12 @@ class Sandbox:
                     error=ExecutionFailure(error_type=error_type, message=message),
                     **common,
                 )
-                await self._publisher.publish(failed, self._topics.reported, key=command.execution_id)
-        log.info("dispatch.ran", kind=command.kind.value, epoch=command.epoch, outcome=type(outcome).__name__)
+                await self._publisher.publish(
+                    failed, self._topics.reported, key=command.execution_id
+                )
+        log.info(
+            "dispatch.ran",
+            kind=command.kind.value,
+            epoch=command.epoch,
+            outcome=type(outcome).__name__,
+        )

@@ -26,4 +26,3 @@ def decode_cursor(cursor: str) -> tuple[str, str]:
     if not isinstance(created_key, str) or not isinstance(execution_id, str):
         raise InvalidCursor("cursor is not one this API returned")
     return created_key, execution_id
-

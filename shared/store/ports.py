@@ -59,8 +59,11 @@ class DecisionClaims(Protocol):
 class Store(Protocol):
     """Everything a service needs from the database, created and closed in its lifespan."""
 
-    executions: ExecutionStore
-    decisions: DecisionClaims
+    @property
+    def executions(self) -> ExecutionStore: ...
+
+    @property
+    def decisions(self) -> DecisionClaims: ...
 
     async def ensure_indexes(self) -> None: ...
 

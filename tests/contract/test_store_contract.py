@@ -72,7 +72,9 @@ async def test_list_filters_by_scope_and_status_and_pages_oldest_first(store: St
         )
         created.append(execution)
         await store.executions.create(execution)
-    await store.executions.create(base.model_copy(update={"execution_id": "elsewhere", "workspace_id": "ws-2"}))
+    await store.executions.create(
+        base.model_copy(update={"execution_id": "elsewhere", "workspace_id": "ws-2"})
+    )
 
     expected = sorted(
         (e for e in created if e.status is ExecutionStatus.SUSPENDED),

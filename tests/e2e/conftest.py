@@ -20,7 +20,9 @@ WORKSPACE = "ws-e2e"
 async def cluster(
     kafka_bootstrap: str, mongodb_uri: str, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Cluster]:
-    running = Cluster(kafka=kafka_bootstrap, mongodb=mongodb_uri, workdir=tmp_path_factory.mktemp("cluster"))
+    running = Cluster(
+        kafka=kafka_bootstrap, mongodb=mongodb_uri, workdir=tmp_path_factory.mktemp("cluster")
+    )
     running.create_topics()
     running.start()
     try:
@@ -39,12 +41,16 @@ async def api(cluster: Cluster) -> AsyncIterator[Api]:
 class Api:
     """The HTTP calls the tests make, with the Atlas paths spelled once."""
 
-    def __init__(self, client: httpx.AsyncClient, project: str = PROJECT, workspace: str = WORKSPACE):
+    def __init__(
+        self, client: httpx.AsyncClient, project: str = PROJECT, workspace: str = WORKSPACE
+    ):
         self.client = client
         self.project = project
         self.workspace = workspace
 
-    async def invoke(self, agent: str = "refund-approval", message: str = "Refund claim CLM-4821", **extra: Any) -> httpx.Response:
+    async def invoke(
+        self, agent: str = "refund-approval", message: str = "Refund claim CLM-4821", **extra: Any
+    ) -> httpx.Response:
         return await self.client.post(
             f"/api/v1/projects/{self.project}/workspaces/{self.workspace}/invoke",
             json={"agent": agent, "message": message, **extra},
@@ -62,11 +68,15 @@ class Api:
             params={"workspace_id": self.workspace},
         )
 
-    async def resume(self, execution_id: str, body: Any = None, *, content: bytes | None = None) -> httpx.Response:
+    async def resume(
+        self, execution_id: str, body: Any = None, *, content: bytes | None = None
+    ) -> httpx.Response:
         url = f"/api/v1/projects/{self.project}/executions/{execution_id}/resume"
         params = {"workspace_id": self.workspace}
         if content is not None:
-            return await self.client.post(url, params=params, content=content, headers={"content-type": "application/json"})
+            return await self.client.post(
+                url, params=params, content=content, headers={"content-type": "application/json"}
+            )
         return await self.client.post(url, params=params, json=body)
 
     async def status_of(self, execution_id: str) -> dict[str, Any]:
@@ -74,7 +84,9 @@ class Api:
         assert response.status_code == 200, response.text
         return dict(response.json())
 
-    async def wait_for(self, execution_id: str, *statuses: str, timeout: float = 60) -> dict[str, Any]:
+    async def wait_for(
+        self, execution_id: str, *statuses: str, timeout: float = 60
+    ) -> dict[str, Any]:
         return await eventually(
             lambda: self.status_of(execution_id),
             lambda body: body["status"] in statuses,
@@ -82,7 +94,9 @@ class Api:
             what=f"{execution_id} to become {'/'.join(statuses)}",
         )
 
-    async def wait_for_suspension(self, execution_id: str, *, after: int, timeout: float = 60) -> dict[str, Any]:
+    async def wait_for_suspension(
+        self, execution_id: str, *, after: int, timeout: float = 60
+    ) -> dict[str, Any]:
         """Wait for a suspension newer than ``after`` (an execution that suspends again)."""
         return await eventually(
             lambda: self.status_of(execution_id),
@@ -91,7 +105,9 @@ class Api:
             what=f"{execution_id} to suspend again after suspension {after}",
         )
 
-    async def start_suspended(self, agent: str = "refund-approval", message: str = "Refund claim CLM-4821") -> dict[str, Any]:
+    async def start_suspended(
+        self, agent: str = "refund-approval", message: str = "Refund claim CLM-4821"
+    ) -> dict[str, Any]:
         response = await self.invoke(agent, message)
         assert response.status_code == 202, response.text
         return await self.wait_for(response.json()["execution_id"], "suspended")

@@ -14,7 +14,9 @@ pytestmark = pytest.mark.e2e
 PROBLEM = "application/problem+json"
 
 
-def assert_problem(response: httpx.Response, status: int, slug: str | None = None) -> dict[str, Any]:
+def assert_problem(
+    response: httpx.Response, status: int, slug: str | None = None
+) -> dict[str, Any]:
     assert response.status_code == status, response.text
     assert response.headers["content-type"] == PROBLEM
     body = dict(response.json())
@@ -29,8 +31,12 @@ async def suspended_id(api: Api) -> str:
     return str((await api.start_suspended())["execution_id"])
 
 
-async def test_decision_not_in_allowed_list_is_400_listing_the_allowed_values(api: Api, suspended_id: str) -> None:
-    body = assert_problem(await api.resume(suspended_id, {"decision": "escalate"}), 400, "decision-not-allowed")
+async def test_decision_not_in_allowed_list_is_400_listing_the_allowed_values(
+    api: Api, suspended_id: str
+) -> None:
+    body = assert_problem(
+        await api.resume(suspended_id, {"decision": "escalate"}), 400, "decision-not-allowed"
+    )
     assert "approve, reject" in body["detail"]
     assert body["allowed_decisions"] == ["approve", "reject"]
     assert (await api.status_of(suspended_id))["status"] == "suspended"
@@ -55,20 +61,26 @@ async def test_decision_nested_in_human_review_is_400(api: Api, suspended_id: st
         (b'{"decision": "approve", "extra": 1}', "extra"),
     ],
 )
-async def test_malformed_resume_bodies_are_400(api: Api, suspended_id: str, content: bytes, expected: str) -> None:
+async def test_malformed_resume_bodies_are_400(
+    api: Api, suspended_id: str, content: bytes, expected: str
+) -> None:
     body = assert_problem(await api.resume(suspended_id, content=content), 400)
     assert expected in body["detail"]
 
 
 async def test_overlong_reviewer_notes_are_400(api: Api, suspended_id: str) -> None:
-    response = await api.resume(suspended_id, {"decision": "approve", "reviewer_notes": "x" * 10_001})
+    response = await api.resume(
+        suspended_id, {"decision": "approve", "reviewer_notes": "x" * 10_001}
+    )
     assert_problem(response, 400)
 
 
 async def test_unknown_execution_is_404_for_reads_and_resume(api: Api) -> None:
     assert_problem(await api.get("no-such-execution"), 404, "execution-not-found")
     assert_problem(await api.audit("no-such-execution"), 404, "execution-not-found")
-    assert_problem(await api.resume("no-such-execution", {"decision": "approve"}), 404, "execution-not-found")
+    assert_problem(
+        await api.resume("no-such-execution", {"decision": "approve"}), 404, "execution-not-found"
+    )
 
 
 async def test_execution_of_another_workspace_is_404(api: Api, suspended_id: str) -> None:
@@ -79,10 +91,14 @@ async def test_execution_of_another_workspace_is_404(api: Api, suspended_id: str
     assert_problem(await elsewhere.get(suspended_id), 404)
 
 
-async def test_resume_of_an_execution_that_is_not_suspended_is_409(api: Api, suspended_id: str) -> None:
+async def test_resume_of_an_execution_that_is_not_suspended_is_409(
+    api: Api, suspended_id: str
+) -> None:
     assert (await api.resume(suspended_id, {"decision": "approve"})).status_code == 202
     await api.wait_for(suspended_id, "completed")
-    body = assert_problem(await api.resume(suspended_id, {"decision": "approve"}), 409, "not-suspended")
+    body = assert_problem(
+        await api.resume(suspended_id, {"decision": "approve"}), 409, "not-suspended"
+    )
     assert "completed" in body["detail"]
 
 
@@ -91,22 +107,39 @@ async def test_invoke_errors(api: Api) -> None:
     assert "refund-approval" in body["agents"]
     url = f"/api/v1/projects/{api.project}/workspaces/{api.workspace}/invoke"
     assert_problem(await api.client.post(url, json={"agent": "refund-approval"}), 400)
-    both = {"agent": "refund-approval", "message": "a", "messages": [{"role": "user", "content": "b"}]}
+    both = {
+        "agent": "refund-approval",
+        "message": "a",
+        "messages": [{"role": "user", "content": "b"}],
+    }
     assert_problem(await api.client.post(url, json=both), 400)
-    assert_problem(await api.client.post(url, json={"agent": "refund-approval", "message": "a", "x": 1}), 400)
-    assert_problem(await api.client.post(url, content=b"{nope", headers={"content-type": "application/json"}), 400)
+    assert_problem(
+        await api.client.post(url, json={"agent": "refund-approval", "message": "a", "x": 1}), 400
+    )
+    assert_problem(
+        await api.client.post(url, content=b"{nope", headers={"content-type": "application/json"}),
+        400,
+    )
     assert_problem(await api.client.post(url, json={"agent": "bad agent!", "message": "a"}), 400)
     bad_scope = "/api/v1/projects/bad%20project/workspaces/ws/invoke"
-    assert_problem(await api.client.post(bad_scope, json={"agent": "refund-approval", "message": "a"}), 400)
+    assert_problem(
+        await api.client.post(bad_scope, json={"agent": "refund-approval", "message": "a"}), 400
+    )
 
 
 async def test_query_errors(api: Api) -> None:
     base = f"/api/v1/projects/{api.project}/executions"
     assert_problem(await api.client.get(base), 400)  # workspace_id is required
-    assert_problem(await api.client.get(base, params={"workspace_id": api.workspace, "status": "bogus"}), 400)
-    assert_problem(await api.client.get(base, params={"workspace_id": api.workspace, "limit": 0}), 400)
     assert_problem(
-        await api.client.get(base, params={"workspace_id": api.workspace, "cursor": "garbage!"}), 400, "invalid-cursor"
+        await api.client.get(base, params={"workspace_id": api.workspace, "status": "bogus"}), 400
+    )
+    assert_problem(
+        await api.client.get(base, params={"workspace_id": api.workspace, "limit": 0}), 400
+    )
+    assert_problem(
+        await api.client.get(base, params={"workspace_id": api.workspace, "cursor": "garbage!"}),
+        400,
+        "invalid-cursor",
     )
 
 
@@ -118,15 +151,33 @@ async def test_unknown_routes_and_methods_are_problems(api: Api) -> None:
 async def test_no_input_produces_a_500(api: Api, suspended_id: str) -> None:
     """A spread of hostile bodies against every write endpoint: always a 2xx or a 4xx problem."""
     bodies: list[Any] = [
-        None, 0, -1, 1e308, True, "", "x" * 200_000, [], [{}], {"": ""}, {"decision": None},
-        {"decision": ["approve"]}, {"decision": {"$gt": ""}}, {"decision": "approve\u0000"},
-        {"decision": "a" * 300}, {"agent": None}, {"agent": "refund-approval", "message": None},
-        {"agent": "refund-approval", "messages": "hi"}, {"agent": "refund-approval", "messages": [{"role": "robot", "content": "x"}]},
+        None,
+        0,
+        -1,
+        1e308,
+        True,
+        "",
+        "x" * 200_000,
+        [],
+        [{}],
+        {"": ""},
+        {"decision": None},
+        {"decision": ["approve"]},
+        {"decision": {"$gt": ""}},
+        {"decision": "approve\u0000"},
+        {"decision": "a" * 300},
+        {"agent": None},
+        {"agent": "refund-approval", "message": None},
+        {"agent": "refund-approval", "messages": "hi"},
+        {"agent": "refund-approval", "messages": [{"role": "robot", "content": "x"}]},
         {"agent": "refund-approval", "message": "x", "idempotency_key": ""},
     ]
     invoke = f"/api/v1/projects/{api.project}/workspaces/{api.workspace}/invoke"
     for body in bodies:
-        for response in (await api.resume("unknown-id", body), await api.client.post(invoke, json=body)):
+        for response in (
+            await api.resume("unknown-id", body),
+            await api.client.post(invoke, json=body),
+        ):
             assert response.status_code < 500, (body, response.text)
             if response.status_code >= 400:
                 assert response.headers["content-type"] == PROBLEM

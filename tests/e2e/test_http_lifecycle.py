@@ -26,12 +26,17 @@ async def test_invoke_suspend_approve_complete(api: Api, cluster: Cluster) -> No
 
     suspended = await api.wait_for(execution_id, "suspended")
     assert suspended["suspend_context"]["claim_id"] == "CLM-4821"
-    assert suspended["suspend_context"]["task_description"] == "Approve refund of $240 for order #98765"
+    assert (
+        suspended["suspend_context"]["task_description"]
+        == "Approve refund of $240 for order #98765"
+    )
     assert suspended["allowed_decisions"] == ["approve", "reject"]
     assert suspended["suspended_at"] is not None
     assert ledger_entries(cluster, execution_id) == []
 
-    resumed = await api.resume(execution_id, {"decision": "APPROVE", "reviewer_notes": "verified identity"})
+    resumed = await api.resume(
+        execution_id, {"decision": "APPROVE", "reviewer_notes": "verified identity"}
+    )
     assert resumed.status_code == 202, resumed.text
     assert resumed.json()["decision"] == "approve"
 
@@ -57,7 +62,9 @@ async def test_invoke_suspend_approve_complete(api: Api, cluster: Cluster) -> No
 async def test_reject_records_the_notes_and_refunds_nothing(api: Api, cluster: Cluster) -> None:
     suspended = await api.start_suspended()
     execution_id = suspended["execution_id"]
-    response = await api.resume(execution_id, {"decision": "reject", "reviewer_notes": "duplicate claim"})
+    response = await api.resume(
+        execution_id, {"decision": "reject", "reviewer_notes": "duplicate claim"}
+    )
     assert response.status_code == 202
     done = await api.wait_for(execution_id, "completed", "error")
     assert done["status"] == "completed" and done["result"]["outcome"] == "rejected"
@@ -79,7 +86,9 @@ async def test_one_execution_suspends_and_resumes_many_times(api: Api, cluster: 
         response = await api.resume(execution_id, {"decision": "approve"})
         assert response.status_code == 202, response.text
         if stage < 3:
-            suspended = await api.wait_for_suspension(execution_id, after=suspended["suspension_id"])
+            suspended = await api.wait_for_suspension(
+                execution_id, after=suspended["suspension_id"]
+            )
     done = await api.wait_for(execution_id, "completed", "error")
     assert done["status"] == "completed"
     assert done["result"]["decisions"] == ["approve", "approve", "approve"]
@@ -91,7 +100,10 @@ async def test_agent_failure_ends_in_error_with_the_error_recorded(api: Api) -> 
     response = await api.invoke(message="Refund claim CLM-0000")
     done = await api.wait_for(response.json()["execution_id"], "completed", "error")
     assert done["status"] == "error"
-    assert done["error"] == {"error_type": "ClaimNotFound", "message": "claim CLM-0000 does not exist"}
+    assert done["error"] == {
+        "error_type": "ClaimNotFound",
+        "message": "claim CLM-0000 does not exist",
+    }
 
 
 async def test_idempotency_key_returns_the_same_execution(api: Api) -> None:
@@ -99,7 +111,9 @@ async def test_idempotency_key_returns_the_same_execution(api: Api) -> None:
     second = await api.invoke(idempotency_key="order-98765-refund")
     assert first.status_code == second.status_code == 202
     assert first.json()["execution_id"] == second.json()["execution_id"]
-    different = await api.invoke(message="Refund claim CLM-1002", idempotency_key="order-98765-refund")
+    different = await api.invoke(
+        message="Refund claim CLM-1002", idempotency_key="order-98765-refund"
+    )
     assert different.status_code == 409
     assert different.headers["content-type"] == "application/problem+json"
     await api.wait_for(first.json()["execution_id"], "suspended")
@@ -108,7 +122,10 @@ async def test_idempotency_key_returns_the_same_execution(api: Api) -> None:
 async def test_concurrent_decisions_have_exactly_one_winner(api: Api) -> None:
     execution_id = (await api.start_suspended())["execution_id"]
     responses = await asyncio.gather(
-        *(api.resume(execution_id, {"decision": d}) for d in ("approve", "reject", "approve", "reject"))
+        *(
+            api.resume(execution_id, {"decision": d})
+            for d in ("approve", "reject", "approve", "reject")
+        )
     )
     codes = sorted(r.status_code for r in responses)
     assert codes == [202, 409, 409, 409], [r.text for r in responses]
@@ -138,12 +155,16 @@ async def test_pending_reviews_are_listed_and_paged(api: Api) -> None:
 
 
 async def test_agents_are_listed(api: Api) -> None:
-    response = await api.client.get(f"/api/v1/projects/{api.project}/agents", params={"workspace_id": api.workspace})
+    response = await api.client.get(
+        f"/api/v1/projects/{api.project}/agents", params={"workspace_id": api.workspace}
+    )
     names = {a["name"]: a["description"] for a in response.json()["items"]}
-    assert "refund-approval" in names and names["refund-approval"]
+    assert names.get("refund-approval")
 
 
-async def test_restart_of_all_services_while_suspended_loses_nothing(api: Api, cluster: Cluster) -> None:
+async def test_restart_of_all_services_while_suspended_loses_nothing(
+    api: Api, cluster: Cluster
+) -> None:
     ids = [(await api.start_suspended())["execution_id"] for _ in range(3)]
     cluster.stop()
     cluster.start()

@@ -26,7 +26,9 @@ def test_without_declared_decisions_any_decision_is_accepted() -> None:
     assert canonical_decision(suspended(allowed=[]), "ship it", None) == "ship it"
 
 
-@pytest.mark.parametrize("status", [s for s in ExecutionStatus if s is not ExecutionStatus.SUSPENDED])
+@pytest.mark.parametrize(
+    "status", [s for s in ExecutionStatus if s is not ExecutionStatus.SUSPENDED]
+)
 def test_only_a_suspended_execution_takes_a_decision(status: ExecutionStatus) -> None:
     execution = pending().model_copy(update={"status": status})
     with pytest.raises(NotSuspended) as caught:

@@ -47,7 +47,9 @@ def test_full_lifecycle_with_one_suspension() -> None:
         execution, f.report(execution, ReportOutcome.COMPLETED, result={"outcome": "refunded"})
     ).execution
     assert execution.status is S.COMPLETED and execution.result == {"outcome": "refunded"}
-    transitions = [(a.from_status, a.to_status) for a in execution.audit if a.action == "transition"]
+    transitions = [
+        (a.from_status, a.to_status) for a in execution.audit if a.action == "transition"
+    ]
     assert transitions == [
         (S.PENDING, S.RUNNING),
         (S.RUNNING, S.SUSPENDED),
@@ -109,7 +111,10 @@ def test_failure_records_the_error() -> None:
     failure = ExecutionFailure(error_type="ClaimNotFound", message="claim CLM-0 does not exist")
     outcome = sm.on_finished(execution, f.report(execution, ReportOutcome.FAILED, error=failure))
     assert outcome.execution.status is S.ERROR
-    assert outcome.execution.error == {"error_type": "ClaimNotFound", "message": "claim CLM-0 does not exist"}
+    assert outcome.execution.error == {
+        "error_type": "ClaimNotFound",
+        "message": "claim CLM-0 does not exist",
+    }
 
 
 def test_terminal_states_have_no_way_out() -> None:
