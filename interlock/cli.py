@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from enum import StrEnum
+from pathlib import Path
 
 import typer
 
@@ -50,6 +51,18 @@ def service(name: ServiceName) -> None:
         from services.notifier.app import create_app as create_notifier
 
         asyncio.run(create_notifier().run())
+
+
+@app.command()
+def up(
+    log_dir: Path | None = typer.Option(
+        None, help="Write each service's log here instead of the terminal."
+    ),
+) -> None:
+    """Run all four services as separate processes until Ctrl-C (development and `make up`)."""
+    from interlock.supervisor import run
+
+    raise typer.Exit(run(log_dir))
 
 
 @topics_app.command("create")

@@ -1,0 +1,69 @@
+# One task runner for people and CI. `make help` lists the targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+INFRA := bash infra/infra.sh
+
+.PHONY: help venv infra-up infra-down topics up down dev test test-unit lint format asyncapi clean
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP) ## Create .venv and install Interlock with its dev tools
+
+infra-up: ## Start Kafka (KRaft) and FerretDB on loopback; prints the settings
+	@$(INFRA) up
+
+infra-down: ## Stop them (data and caches kept; `bash infra/infra.sh purge` wipes data)
+	@$(INFRA) down
+
+topics: venv infra-up ## Create Interlock's topics on the local broker
+	@source .infra/env && $(BIN)/interlock topics create
+
+up: topics ## Start the four services in the background against the local infrastructure
+	@mkdir -p .infra/logs/services
+	@if [ -f .infra/services.pid ] && kill -0 $$(cat .infra/services.pid) 2>/dev/null; then \
+	  echo "services already running (pid $$(cat .infra/services.pid))"; \
+	else \
+	  source .infra/env && nohup $(BIN)/interlock up --log-dir .infra/logs/services > .infra/logs/services/up.log 2>&1 & \
+	  echo $$! > .infra/services.pid; \
+	  for i in $$(seq 1 120); do grep -q "Interlock is running" .infra/logs/services/up.log 2>/dev/null && break; \
+	    kill -0 $$(cat .infra/services.pid) 2>/dev/null || { cat .infra/logs/services/up.log; exit 1; }; sleep 0.5; done; \
+	  cat .infra/logs/services/up.log; \
+	fi
+
+down: ## Stop the services started by `make up`, then the infrastructure
+	@if [ -f .infra/services.pid ]; then kill $$(cat .infra/services.pid) 2>/dev/null || true; \
+	  while kill -0 $$(cat .infra/services.pid) 2>/dev/null; do sleep 0.2; done; rm -f .infra/services.pid; fi
+	@$(INFRA) down
+
+dev: topics ## Run Interlock in the foreground with the example agents, and print how to try it
+	@source .infra/env && $(BIN)/interlock up
+
+test: venv ## Install, start the infrastructure, run the whole suite, stop what it started
+	@bash scripts/test.sh
+
+test-unit: venv ## Unit and contract tests against the in-memory fakes only (no infrastructure)
+	$(BIN)/pytest tests/unit tests/contract -m "not integration and not e2e"
+
+lint: venv ## ruff (lint + format check) and mypy --strict
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+format: venv ## Apply ruff's fixes and formatting
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+clean: ## Remove the virtualenv and caches (not .infra)
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
