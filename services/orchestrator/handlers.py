@@ -170,6 +170,6 @@ class Orchestrator:
                 execution_version=change.version,
                 reason=change.reason,
                 causation_id=cause.event_id,
-                correlation_id=cause.correlation_id,
+                correlation_id=execution.execution_id,
             )
             await self._publisher.publish(status, self._topics.status, key=execution.execution_id)

@@ -269,6 +269,7 @@ def follow_ups(execution: Execution, *, causation_id: str | None) -> list[Execut
         "agent": execution.agent,
         "epoch": execution.epoch,
         "causation_id": causation_id,
+        "correlation_id": execution.execution_id,
         "event_id": f"{execution.execution_id}:dispatch:{execution.epoch}",
         "occurred_at": utc_now(),
     }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 
 import pytest
 
@@ -177,3 +178,18 @@ async def test_restart_of_all_services_while_suspended_loses_nothing(
         done = await api.wait_for(execution_id, "completed", "error")
         assert done["status"] == "completed"
         assert [e["kind"] for e in ledger_entries(cluster, execution_id)] == ["refund"]
+
+
+async def test_sigkill_of_all_services_while_suspended_loses_nothing(
+    api: Api, cluster: Cluster
+) -> None:
+    execution_id = (await api.start_suspended("chain-approval", "2 approvals"))["execution_id"]
+    cluster.stop(sig=signal.SIGKILL)
+    cluster.start()
+    await cluster.wait_ready()
+    assert (await api.resume(execution_id, {"decision": "approve"})).status_code == 202
+    await api.wait_for_suspension(execution_id, after=1)
+    assert (await api.resume(execution_id, {"decision": "approve"})).status_code == 202
+    done = await api.wait_for(execution_id, "completed", "error")
+    assert done["status"] == "completed"
+    assert [e["stage"] for e in ledger_entries(cluster, execution_id)] == [1, 2]

@@ -1,0 +1,179 @@
+"""The bus contract: the same tests on FastStream's in-memory broker and on real Kafka.
+
+What the in-memory broker cannot do is said where it matters: it has no offsets to rewind, so
+redelivery after a failing dependency is checked on real Kafka only.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from faststream.kafka import KafkaBroker, TestKafkaBroker
+from faststream.kafka.annotations import KafkaMessage
+
+from shared.bus import KafkaPublisher, create_broker, ensure_topics, route
+from shared.errors import RejectedMessage, RetryableError
+from shared.events import AgentInput, ExecutionRequested, encode_event
+from shared.settings import CommonSettings
+from tests.eventually import eventually
+
+
+@dataclass
+class Harness:
+    broker: KafkaBroker
+    settings: CommonSettings
+    real: bool
+    handled: list[ExecutionRequested] = field(default_factory=list)
+    dead_letters: list[dict[str, Any]] = field(default_factory=list)
+    transient_failures_left: int = 0
+
+    async def publish_raw(self, payload: bytes, key: str = "exec-1") -> None:
+        await self.broker.publish(payload, topic=self.settings.topics.requested, key=key.encode())
+
+    async def wait_handled(self, count: int) -> list[ExecutionRequested]:
+        return await eventually(
+            self._handled, lambda h: len(h) >= count, timeout=30, what=f"{count} handled"
+        )
+
+    async def wait_dead_letters(self, count: int) -> list[dict[str, Any]]:
+        return await eventually(
+            self._dead, lambda d: len(d) >= count, timeout=30, what=f"{count} dead letters"
+        )
+
+    async def _handled(self) -> list[ExecutionRequested]:
+        return list(self.handled)
+
+    async def _dead(self) -> list[dict[str, Any]]:
+        return list(self.dead_letters)
+
+
+def request(execution_id: str, agent: str = "refund-approval") -> ExecutionRequested:
+    return ExecutionRequested(
+        execution_id=execution_id,
+        project_id="p",
+        workspace_id="w",
+        agent=agent,
+        input=AgentInput(message="hi"),
+    )
+
+
+@pytest.fixture(params=["memory", pytest.param("kafka", marks=pytest.mark.integration)])
+async def harness(request: pytest.FixtureRequest) -> AsyncIterator[Harness]:
+    real = request.param == "kafka"
+    bootstrap = request.getfixturevalue("kafka_bootstrap") if real else "unused:9092"
+    async with open_harness(bootstrap, real=real) as h:
+        yield h
+
+
+@pytest.fixture
+async def kafka_harness(kafka_bootstrap: str) -> AsyncIterator[Harness]:
+    """Real Kafka only: the in-memory broker has no offsets to rewind, so no redelivery."""
+    async with open_harness(kafka_bootstrap, real=True) as h:
+        yield h
+
+
+@asynccontextmanager
+async def open_harness(bootstrap: str, *, real: bool) -> AsyncIterator[Harness]:
+    run = uuid.uuid4().hex[:8]
+    settings = CommonSettings(
+        kafka_bootstrap_servers=bootstrap,
+        topic_prefix=f"contract-{run}.",
+        consumer_group_prefix=f"contract-{run}",
+        topic_partitions=2,
+    )
+    if real:
+        await ensure_topics(settings)
+    broker = create_broker(settings, "contract")
+    h = Harness(broker=broker, settings=settings, real=real)
+
+    async def handle(event: ExecutionRequested) -> None:
+        if event.agent == "rejected-agent":
+            raise RejectedMessage(f"unknown agent {event.agent!r}")
+        if event.agent == "flaky-agent" and h.transient_failures_left > 0:
+            h.transient_failures_left -= 1
+            raise RetryableError("database blinked")
+        h.handled.append(event)
+
+    route(
+        broker,
+        settings,
+        KafkaPublisher(broker),
+        service="contract",
+        topic=settings.topics.requested,
+        model=ExecutionRequested,
+        handle=handle,
+    )
+
+    @broker.subscriber(
+        settings.topics.dead_letters, group_id=f"contract-{run}-dlq", auto_offset_reset="earliest"
+    )
+    async def collect(message: KafkaMessage) -> None:
+        h.dead_letters.append(json.loads(message.body))
+
+    async with TestKafkaBroker(broker, with_real=real):
+        yield h
+
+
+async def test_valid_events_reach_the_handler_in_order_per_key(harness: Harness) -> None:
+    for i in range(5):
+        await harness.publish_raw(encode_event(request(f"exec-{i % 2}-{i}")), key=f"exec-{i % 2}")
+    handled = await harness.wait_handled(5)
+    for key in ("exec-0", "exec-1"):
+        ids = [e.execution_id for e in handled if e.execution_id.startswith(key)]
+        assert ids == sorted(ids, key=lambda x: int(x.rsplit("-", 1)[1]))
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        (b"not json", "not valid JSON"),
+        (b"[1, 2]", "must be a JSON object"),
+        (b'{"type": "execution.requested", "version": 99}', "unsupported version 99"),
+        (b'{"type": "something.else", "version": 1}', "unexpected event type"),
+    ],
+)
+async def test_undecodable_messages_are_dead_lettered_with_the_reason(
+    harness: Harness, payload: bytes, reason: str
+) -> None:
+    await harness.publish_raw(payload, key="bad-1")
+    await harness.publish_raw(encode_event(request("good-after-bad")), key="bad-1")
+    [letter] = await harness.wait_dead_letters(1)
+    assert reason in letter["reason"]
+    assert letter["source_topic"] == harness.settings.topics.requested
+    assert letter["payload"] == payload.decode()
+    assert letter["key"] == "bad-1"
+    assert [e.execution_id for e in await harness.wait_handled(1)] == ["good-after-bad"]
+
+
+async def test_rejected_messages_are_dead_lettered_and_do_not_block(harness: Harness) -> None:
+    await harness.publish_raw(encode_event(request("r-1", agent="rejected-agent")), key="k")
+    await harness.publish_raw(encode_event(request("r-2")), key="k")
+    [letter] = await harness.wait_dead_letters(1)
+    assert letter["error_type"] == "RejectedMessage"
+    assert "unknown agent 'rejected-agent'" in letter["reason"]
+    assert [e.execution_id for e in await harness.wait_handled(1)] == ["r-2"]
+
+
+async def test_missing_field_names_the_field(harness: Harness) -> None:
+    event = json.loads(encode_event(request("m-1")))
+    del event["agent"]
+    await harness.publish_raw(json.dumps(event).encode(), key="m-1")
+    [letter] = await harness.wait_dead_letters(1)
+    assert "agent" in letter["reason"] and "Field required" in letter["reason"]
+
+
+@pytest.mark.integration
+async def test_a_failing_dependency_is_retried_not_dead_lettered(kafka_harness: Harness) -> None:
+    kafka_harness.transient_failures_left = 2
+    await kafka_harness.publish_raw(
+        encode_event(request("flaky-1", agent="flaky-agent")), key="flaky"
+    )
+    [event] = await kafka_harness.wait_handled(1)
+    assert event.execution_id == "flaky-1" and kafka_harness.transient_failures_left == 0
+    assert kafka_harness.dead_letters == []

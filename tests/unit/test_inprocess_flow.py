@@ -1,0 +1,129 @@
+"""All four services' handlers wired on FastStream's in-memory broker with the in-memory store and
+LangGraph's in-memory saver: the whole lifecycle with no I/O. The in-memory broker delivers each
+publish to its subscribers before ``publish`` returns, so every step is complete on return."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from faststream.kafka import TestKafkaBroker
+from langgraph.checkpoint.memory import InMemorySaver
+
+from agents.ledger import read_all
+from services.gateway.intake import DecisionConflict, Intake
+from services.notifier.app import register as register_notifier
+from services.orchestrator.app import register as register_orchestrator
+from services.sandbox.app import SandboxSettings
+from services.sandbox.app import register as register_sandbox
+from shared.agents import load_registry
+from shared.bus import KafkaPublisher, create_broker
+from shared.domain.decisions import DecisionNotAllowed, NotSuspended
+from shared.domain.execution import Execution, ExecutionStatus
+from shared.events import AgentInput, DecisionSubmitted
+from shared.store.memory import InMemoryStore
+from shared.store.ports import Claim
+
+SCOPE = {"project_id": "p1", "workspace_id": "w1"}
+
+
+@dataclass
+class World:
+    intake: Intake
+    store: InMemoryStore
+    ledger: Path
+
+    async def execution(self, execution_id: str) -> Execution:
+        found = await self.store.executions.get("p1", execution_id)
+        assert found is not None
+        return found
+
+    async def invoke(self, agent: str, message: str, key: str | None = None) -> Execution:
+        return await self.intake.invoke(
+            **SCOPE,
+            agent=agent,
+            agent_input=AgentInput(message=message),
+            idempotency_key=key,
+            requested_by="tester",
+        )
+
+    async def decide(self, execution_id: str, decision: str, notes: str | None = None) -> None:
+        await self.intake.decide(
+            **SCOPE,
+            execution_id=execution_id,
+            decision=decision,
+            reviewer_notes=notes,
+            reviewer="reviewer-1",
+        )
+
+
+@pytest.fixture
+async def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[World]:
+    ledger = tmp_path / "ledger.jsonl"
+    monkeypatch.setenv("INTERLOCK_AGENT_LEDGER", str(ledger))
+    settings = SandboxSettings(kafka_bootstrap_servers="unused:9092", topic_prefix="mem.")
+    broker = create_broker(settings, "in-process")
+    publisher = KafkaPublisher(broker)
+    store = InMemoryStore()
+    register_orchestrator(broker, settings, store, publisher)
+    register_sandbox(broker, settings, store, publisher, InMemorySaver())
+    register_notifier(broker, settings, publisher)
+    registry = load_registry(settings.agents_file)
+    intake = Intake(store=store, publisher=publisher, topics=settings.topics, registry=registry)
+    async with TestKafkaBroker(broker):
+        yield World(intake, store, ledger)
+
+
+async def test_refund_is_suspended_then_approved(world: World) -> None:
+    started = await world.invoke("refund-approval", "Refund claim CLM-4821")
+    suspended = await world.execution(started.execution_id)
+    assert suspended.status is ExecutionStatus.SUSPENDED
+    assert suspended.suspension is not None
+    assert suspended.suspension.suspend_context["claim_id"] == "CLM-4821"
+    assert read_all(world.ledger) == []
+
+    await world.decide(started.execution_id, "Approve", "ok")
+    done = await world.execution(started.execution_id)
+    assert done.status is ExecutionStatus.COMPLETED
+    assert done.result["outcome"] == "refunded"
+    assert [e["kind"] for e in read_all(world.ledger)] == ["refund"]
+    assert done.decisions[0].reviewer == "reviewer-1"
+
+
+async def test_gateway_rules_hold_without_infrastructure(world: World) -> None:
+    started = await world.invoke("refund-approval", "Refund claim CLM-4821")
+    with pytest.raises(DecisionNotAllowed):
+        await world.decide(started.execution_id, "escalate")
+    await world.decide(started.execution_id, "reject", "no")
+    with pytest.raises(NotSuspended):
+        await world.decide(started.execution_id, "approve")
+    done = await world.execution(started.execution_id)
+    assert done.status is ExecutionStatus.COMPLETED and done.result["outcome"] == "rejected"
+
+
+async def test_a_second_decision_on_one_suspension_conflicts(world: World) -> None:
+    started = await world.invoke("chain-approval", "2")
+    execution = await world.execution(started.execution_id)
+    assert execution.suspension is not None
+    # A concurrent reviewer claimed the suspension first with another decision.
+    suspension_id = execution.suspension.suspension_id
+    rival = DecisionSubmitted(
+        execution_id=started.execution_id, decision="reject", suspension_id=suspension_id, **SCOPE
+    )
+    claim = Claim(rival.decision_id, rival.model_dump_json())
+    await world.store.decisions.claim(started.execution_id, suspension_id, claim)
+    with pytest.raises(DecisionConflict):
+        await world.decide(started.execution_id, "approve")
+    # The rival's decision is the one applied (the conflict re-drove its event).
+    after = await world.execution(started.execution_id)
+    assert [d.decision for d in after.decisions] == ["reject"]
+    assert after.status is ExecutionStatus.COMPLETED
+
+
+async def test_idempotent_invoke_returns_the_same_execution(world: World) -> None:
+    first = await world.invoke("refund-approval", "CLM-4821", key="k-1")
+    second = await world.invoke("refund-approval", "CLM-4821", key="k-1")
+    assert first.execution_id == second.execution_id
+    assert len((await world.store.executions.list("p1", "w1")).items) == 1
