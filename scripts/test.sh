@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `make test`: lint, then start the infrastructure if it is not running, run every test tier
-# against it, and stop what this script started (only that).
+# `make test`: lint, then run every test tier against Kafka and MongoDB: the ones the settings
+# name, else testcontainers, else a local broker and FerretDB that it starts and stops again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -8,7 +8,15 @@ BIN=.venv/bin
 started_infra=no
 
 # An existing Kafka / MongoDB given in the environment wins: then nothing is started here.
-if [[ -z "${INTERLOCK_KAFKA_BOOTSTRAP_SERVERS:-}" || -z "${INTERLOCK_MONGODB_URI:-}" ]]; then
+# Otherwise, where a Docker engine answers, the fixtures start testcontainers themselves; where
+# none does (this team's machines and CI), infra/infra.sh starts a local broker and FerretDB.
+if [[ -n "${INTERLOCK_KAFKA_BOOTSTRAP_SERVERS:-}" && -n "${INTERLOCK_MONGODB_URI:-}" ]]; then
+  echo "== using the given Kafka and MongoDB"
+elif command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1 \
+    && [[ "${INTERLOCK_TEST_INFRA:-auto}" != local ]]; then
+  echo "== a Docker engine answers: the tests start Kafka and MongoDB with testcontainers"
+  unset INTERLOCK_KAFKA_BOOTSTRAP_SERVERS INTERLOCK_MONGODB_URI
+else
   if ! bash infra/infra.sh status >/dev/null 2>&1; then
     started_infra=yes
   fi
@@ -24,5 +32,5 @@ $BIN/ruff check .
 $BIN/ruff format --check .
 $BIN/mypy
 
-echo "== tests (Kafka ${INTERLOCK_KAFKA_BOOTSTRAP_SERVERS}, MongoDB ${INTERLOCK_MONGODB_URI})"
+echo "== tests (Kafka ${INTERLOCK_KAFKA_BOOTSTRAP_SERVERS:-testcontainers}, MongoDB ${INTERLOCK_MONGODB_URI:-testcontainers})"
 $BIN/pytest "$@"

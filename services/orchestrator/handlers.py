@@ -150,9 +150,14 @@ class Orchestrator:
         if outcome.ignored:
             log.info("event.ignored", why=outcome.ignored, status=execution.status.value)
         for command in sm.follow_ups(execution, causation_id=cause.event_id):
+            # Marked after the broker acknowledged it: a crash in between re-sends it on
+            # redelivery (the sandbox recognises it by its epoch); otherwise it is sent once.
+            if await self._store.sent_commands.was_sent(command.event_id):
+                continue
             await self._publisher.publish(
                 command, self._topics.dispatched, key=execution.execution_id
             )
+            await self._store.sent_commands.mark_sent(command.event_id)
         changes = outcome.transitions or [
             # Nothing changed now; re-announce the current state in case the earlier announcement
             # was lost in a crash. Consumers drop versions they have seen.

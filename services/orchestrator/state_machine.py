@@ -218,13 +218,12 @@ def on_finished(execution: Execution, report: ExecutionReported) -> Outcome:
 
 
 def on_decision(execution: Execution, event: DecisionSubmitted) -> Outcome:
-    """Validate and apply a decision; a repeat of the applied decision is a no-op.
+    """Validate and apply a decision; a repeat of any applied decision is a no-op.
 
     Raises ``DecisionError`` when the decision cannot apply; the caller records that in the audit
     trail with ``rejected_decision`` and dead-letters the event.
     """
-    last = execution.last_decision
-    if last is not None and last.decision_id == event.decision_id:
+    if any(d.decision_id == event.decision_id for d in execution.decisions):
         return Outcome(execution, ignored="decision already applied")
     decision = canonical_decision(execution, event.decision, event.suspension_id)
     assert execution.suspension is not None  # canonical_decision checked it

@@ -67,10 +67,22 @@ class InMemoryDecisionClaims:
         return self._claims.setdefault((execution_id, suspension_id), claim)
 
 
+class InMemorySentCommands:
+    def __init__(self) -> None:
+        self._sent: set[str] = set()
+
+    async def was_sent(self, command_id: str) -> bool:
+        return command_id in self._sent
+
+    async def mark_sent(self, command_id: str) -> None:
+        self._sent.add(command_id)
+
+
 class InMemoryStore:
     def __init__(self) -> None:
         self.executions = InMemoryExecutionStore()
         self.decisions = InMemoryDecisionClaims()
+        self.sent_commands = InMemorySentCommands()
 
     async def ensure_indexes(self) -> None:
         return None

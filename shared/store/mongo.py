@@ -132,6 +132,21 @@ class MongoDecisionClaims:
             return Claim(decision_id=str(holder["decision_id"]), payload=str(holder["payload"]))
 
 
+class MongoSentCommands:
+    """One tiny document per published command, keyed by the command's deterministic id."""
+
+    def __init__(self, database: AsyncDatabase[Document]) -> None:
+        self._collection = database["sent_commands"]
+
+    async def was_sent(self, command_id: str) -> bool:
+        return await self._collection.find_one({"_id": command_id}, {"_id": 1}) is not None
+
+    async def mark_sent(self, command_id: str) -> None:
+        await self._collection.update_one(
+            {"_id": command_id}, {"$setOnInsert": {"sent": True}}, upsert=True
+        )
+
+
 class MongoStore:
     def __init__(self, client: AsyncMongoClient[Document], database_name: str) -> None:
         self._client = client
@@ -139,6 +154,7 @@ class MongoStore:
         database = client[database_name]
         self.executions = MongoExecutionStore(database)
         self.decisions = MongoDecisionClaims(database)
+        self.sent_commands = MongoSentCommands(database)
 
     @classmethod
     def connect(cls, uri: str, database_name: str, *, timeout_ms: int = 5_000) -> MongoStore:

@@ -56,6 +56,16 @@ class DecisionClaims(Protocol):
         ...
 
 
+class SentCommands(Protocol):
+    """Which commands have been published, so a redelivered event does not send one again."""
+
+    async def was_sent(self, command_id: str) -> bool: ...
+
+    async def mark_sent(self, command_id: str) -> None:
+        """Idempotent: marking a command twice is the same as once."""
+        ...
+
+
 class Store(Protocol):
     """Everything a service needs from the database, created and closed in its lifespan."""
 
@@ -64,6 +74,9 @@ class Store(Protocol):
 
     @property
     def decisions(self) -> DecisionClaims: ...
+
+    @property
+    def sent_commands(self) -> SentCommands: ...
 
     async def ensure_indexes(self) -> None: ...
 

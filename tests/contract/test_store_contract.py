@@ -108,3 +108,11 @@ async def test_decision_claim_has_exactly_one_holder(store: Store) -> None:
     assert winner in claims
     assert await store.decisions.claim("exec-e", 1, winner) == winner
     assert await store.decisions.claim("exec-e", 2, claims[3]) == claims[3]
+
+
+async def test_sent_commands_are_remembered_idempotently(store: Store) -> None:
+    assert not await store.sent_commands.was_sent("exec-f:dispatch:1")
+    await store.sent_commands.mark_sent("exec-f:dispatch:1")
+    await store.sent_commands.mark_sent("exec-f:dispatch:1")
+    assert await store.sent_commands.was_sent("exec-f:dispatch:1")
+    assert not await store.sent_commands.was_sent("exec-f:dispatch:2")

@@ -4,12 +4,15 @@ publish to its subscribers before ``publish`` returns, so every step is complete
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
-from faststream.kafka import TestKafkaBroker
+from faststream.kafka import KafkaBroker, TestKafkaBroker
+from faststream.kafka.annotations import KafkaMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agents.ledger import read_all
@@ -22,9 +25,10 @@ from shared.agents import load_registry
 from shared.bus import KafkaPublisher, create_broker
 from shared.domain.decisions import DecisionNotAllowed, NotSuspended
 from shared.domain.execution import Execution, ExecutionStatus
-from shared.events import AgentInput, DecisionSubmitted
+from shared.events import AgentInput, DecisionSubmitted, ExecutionRequested, encode_event
 from shared.store.memory import InMemoryStore
 from shared.store.ports import Claim
+from shared.topics import Topics
 
 SCOPE = {"project_id": "p1", "workspace_id": "w1"}
 
@@ -34,6 +38,9 @@ class World:
     intake: Intake
     store: InMemoryStore
     ledger: Path
+    broker: KafkaBroker
+    topics: Topics
+    dispatches: list[dict[str, Any]]
 
     async def execution(self, execution_id: str) -> Execution:
         found = await self.store.executions.get("p1", execution_id)
@@ -72,8 +79,14 @@ async def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterato
     register_notifier(broker, settings, publisher)
     registry = load_registry(settings.agents_file)
     intake = Intake(store=store, publisher=publisher, topics=settings.topics, registry=registry)
+    dispatches: list[dict[str, Any]] = []
+
+    @broker.subscriber(settings.topics.dispatched, group_id="test-observer")
+    async def observe(message: KafkaMessage) -> None:
+        dispatches.append(json.loads(message.body))
+
     async with TestKafkaBroker(broker):
-        yield World(intake, store, ledger)
+        yield World(intake, store, ledger, broker, settings.topics, dispatches)
 
 
 async def test_refund_is_suspended_then_approved(world: World) -> None:
@@ -127,3 +140,56 @@ async def test_idempotent_invoke_returns_the_same_execution(world: World) -> Non
     second = await world.invoke("refund-approval", "CLM-4821", key="k-1")
     assert first.execution_id == second.execution_id
     assert len((await world.store.executions.list("p1", "w1")).items) == 1
+
+
+async def test_redelivered_events_make_no_second_transition_or_dispatch(world: World) -> None:
+    started = await world.invoke("refund-approval", "CLM-4821")
+    execution = await world.execution(started.execution_id)
+    request = next(a for a in execution.audit if a.action == "created")
+    requested = ExecutionRequested(
+        event_id=str(request.event_id),
+        execution_id=execution.execution_id,
+        agent=execution.agent,
+        input=execution.input,
+        **SCOPE,
+    )
+    await world.decide(started.execution_id, "approve")
+    done = await world.execution(started.execution_id)
+    decision = DecisionSubmitted(
+        execution_id=done.execution_id,
+        decision="approve",
+        decision_id=done.decisions[0].decision_id,
+        suspension_id=1,
+        **SCOPE,
+    )
+    for _ in range(2):
+        await world.broker.publish(encode_event(requested), world.topics.requested, key=b"k")
+        await world.broker.publish(encode_event(decision), world.topics.decisions, key=b"k")
+    again = await world.execution(started.execution_id)
+    assert again == done
+    assert [(d["kind"], d["epoch"]) for d in world.dispatches] == [("start", 1), ("resume", 2)]
+    assert [e["kind"] for e in read_all(world.ledger)] == ["refund"]
+
+
+async def test_a_redelivered_request_does_not_dispatch_again(tmp_path: Path) -> None:
+    """Orchestrator alone (no sandbox): the execution stays pending, so each redelivery of its
+    request would re-drive the dispatch if it had not been sent."""
+    settings = SandboxSettings(kafka_bootstrap_servers="unused:9092", topic_prefix="solo.")
+    broker = create_broker(settings, "solo")
+    store = InMemoryStore()
+    register_orchestrator(broker, settings, store, KafkaPublisher(broker))
+    dispatches: list[bytes] = []
+
+    @broker.subscriber(settings.topics.dispatched, group_id="observer")
+    async def observe(message: KafkaMessage) -> None:
+        dispatches.append(message.body)
+
+    event = ExecutionRequested(
+        execution_id="solo-1", agent="refund-approval", input=AgentInput(message="x"), **SCOPE
+    )
+    async with TestKafkaBroker(broker):
+        for _ in range(3):
+            await broker.publish(encode_event(event), settings.topics.requested, key=b"solo-1")
+    stored = await store.executions.get("p1", "solo-1")
+    assert stored is not None and (stored.status, stored.epoch) == (ExecutionStatus.PENDING, 1)
+    assert len(dispatches) == 1

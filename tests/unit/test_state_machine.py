@@ -133,3 +133,12 @@ def test_many_suspensions_in_a_row() -> None:
         execution = sm.on_decision(execution, f.decision(execution)).execution
         execution = sm.on_started(execution, f.report(execution, ReportOutcome.STARTED)).execution
     assert execution.epoch == 6 and len(execution.decisions) == 5
+
+
+def test_an_earlier_decision_redelivered_after_a_later_suspension_is_a_no_op() -> None:
+    execution = sm.on_suspended(dispatched(), f.suspended_event(dispatched())).execution
+    first = f.decision(execution)
+    execution = sm.on_decision(execution, first).execution
+    execution = sm.on_suspended(execution, f.suspended_event(execution)).execution
+    again = sm.on_decision(execution, first)
+    assert again.ignored == "decision already applied" and again.execution is execution
