@@ -19,6 +19,7 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
+    AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
@@ -42,20 +43,35 @@ def new_id() -> str:
     return str(uuid.uuid4())
 
 
+class ExecutionStatus(StrEnum):
+    """The statuses of an execution (the Atlas lifecycle)."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SUSPENDED = "suspended"
+    RESUMING = "resuming"
+    COMPLETED = "completed"
+    ERROR = "error"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in (ExecutionStatus.COMPLETED, ExecutionStatus.ERROR)
+
+
 class EventModel(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     event_id: str = Field(default_factory=new_id, min_length=1, max_length=300)
-    occurred_at: datetime = Field(default_factory=utc_now)
+    occurred_at: AwareDatetime = Field(default_factory=utc_now)
     execution_id: Identifier
-    causation_id: str | None = Field(default=None, max_length=128)
+    causation_id: str | None = Field(default=None, max_length=300)
     """The event_id of the message whose handling produced this one."""
-    correlation_id: str | None = Field(default=None, max_length=128)
-    """Constant across one execution's whole history (its first event's id by default)."""
+    correlation_id: str | None = Field(default=None, max_length=300)
+    """Constant across one execution's whole history: Interlock uses the execution id."""
 
 
 class ChatMessage(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     role: Literal["user", "assistant", "system"] = "user"
     content: str = Field(max_length=100_000)
@@ -64,7 +80,7 @@ class ChatMessage(BaseModel):
 class AgentInput(BaseModel):
     """What an execution starts with: one message, or a conversation."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     message: str | None = Field(default=None, max_length=100_000)
     messages: list[ChatMessage] | None = Field(default=None, max_length=1_000)
@@ -101,13 +117,21 @@ class ExecutionRequested(ExecutionScope):
 class DecisionSubmitted(ExecutionScope):
     type: Literal["decision.submitted"] = "decision.submitted"
     version: Literal[1] = 1
-    decision_id: str = Field(default_factory=new_id, min_length=1, max_length=128)
-    """Identifies this decision; re-sending the same decision_id is a harmless retry."""
+    decision_id: str = Field(default_factory=new_id, min_length=1, max_length=300)
+    """Identifies this decision; re-sending the same decision_id is a harmless retry. When a
+    producer omits it, the event_id stands in, so a redelivered message keeps its identity."""
     suspension_id: int | None = Field(default=None, ge=1)
     """Which suspension this answers; ``None`` means the current one."""
     decision: str = Field(min_length=1, max_length=256)
     reviewer_notes: str | None = Field(default=None, max_length=10_000)
     reviewer: str | None = Field(default=None, max_length=256)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _decision_id_from_event_id(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "decision_id" not in data and "event_id" in data:
+            return {**data, "decision_id": data["event_id"]}
+        return data
 
 
 # --- orchestrator -> sandbox --------------------------------------------------------------------
@@ -119,7 +143,7 @@ class DispatchKind(StrEnum):
 
 
 class ResumeInstruction(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     suspension_id: int
     interrupt_ids: list[str]
@@ -147,7 +171,7 @@ class ExecutionDispatched(ExecutionScope):
 
 
 class PendingInterrupt(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     interrupt_id: str
     value: Any = None
@@ -162,7 +186,7 @@ class ExecutionSuspended(ExecutionScope):
     suspend_context: JsonObject
     allowed_decisions: list[str]
     interrupts: list[PendingInterrupt]
-    suspended_at: datetime = Field(default_factory=utc_now)
+    suspended_at: AwareDatetime = Field(default_factory=utc_now)
 
 
 class ReportOutcome(StrEnum):
@@ -172,7 +196,7 @@ class ReportOutcome(StrEnum):
 
 
 class ExecutionFailure(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     error_type: str
     message: str
@@ -194,8 +218,8 @@ class ExecutionStatusChanged(ExecutionScope):
     type: Literal["execution.status"] = "execution.status"
     version: Literal[1] = 1
     agent: Identifier
-    status: str
-    previous_status: str | None
+    status: ExecutionStatus
+    previous_status: ExecutionStatus | None
     execution_version: int
     """The stored execution's version after the change: consumers drop anything not newer."""
     reason: str | None = None
@@ -208,12 +232,12 @@ class MessageDeadLettered(BaseModel):
     """A message that could not be processed, with why. Not an EventModel: the original may have
     no valid execution id at all."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     type: Literal["message.dead_lettered"] = "message.dead_lettered"
     version: Literal[1] = 1
     event_id: str = Field(default_factory=new_id)
-    occurred_at: datetime = Field(default_factory=utc_now)
+    occurred_at: AwareDatetime = Field(default_factory=utc_now)
     source_topic: str
     partition: int | None = None
     offset: int | None = None
@@ -275,6 +299,11 @@ def decode_event(raw: bytes, expected: tuple[type[E], ...]) -> E:
             )
         names = sorted({t for (t, _) in accepted})
         raise EventDecodeError(f"unexpected event type {event_type!r} here; accepted: {names}")
+    if not isinstance(data.get("event_id"), str) or not data["event_id"]:
+        # Generated ids would differ on every redelivery and break idempotency.
+        raise EventDecodeError(
+            f"invalid {event_type} v{version}: event_id: a non-empty string is required"
+        )
     try:
         return model.model_validate(data)
     except ValidationError as exc:

@@ -7,27 +7,15 @@ machine; the gateway only reads these documents (and creates the first, ``pendin
 from __future__ import annotations
 
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.events import AgentInput, ExecutionRequested, utc_now
+from shared.events import AgentInput, ExecutionRequested, ExecutionStatus, utc_now
+
+__all__ = ["AuditEntry", "Decision", "Execution", "ExecutionStatus", "Suspension"]
 
 SCHEMA_VERSION = 1
-
-
-class ExecutionStatus(StrEnum):
-    PENDING = "pending"
-    RUNNING = "running"
-    SUSPENDED = "suspended"
-    RESUMING = "resuming"
-    COMPLETED = "completed"
-    ERROR = "error"
-
-    @property
-    def is_terminal(self) -> bool:
-        return self in (ExecutionStatus.COMPLETED, ExecutionStatus.ERROR)
 
 
 class Suspension(BaseModel):
