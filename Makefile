@@ -65,5 +65,8 @@ format: venv ## Apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
+asyncapi: venv ## Regenerate docs/asyncapi.yaml from the event models (a test checks it is current)
+	$(BIN)/python -m shared.asyncapi
+
 clean: ## Remove the virtualenv and caches (not .infra)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,9 +1,14 @@
-"""structlog, configured once per process: JSON when not on a TTY, readable console otherwise."""
+"""structlog, configured once per process: JSON when not on a TTY, readable console otherwise.
+
+Libraries that log through the standard library (aiokafka, pymongo, uvicorn) are rendered by the
+same processors, so every line of a service has one format.
+"""
 
 from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Awaitable, Callable
 
 import structlog
 
@@ -15,21 +20,40 @@ def configure_logging(service: str, *, level: str = "info", fmt: str = "auto") -
     )
     shared_processors: list[structlog.typing.Processor] = [
         structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_logger_name,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         structlog.processors.StackInfoRenderer(),
-        structlog.processors.format_exc_info,
     ]
+    if use_json:
+        shared_processors.append(structlog.processors.format_exc_info)
     structlog.configure(
-        processors=[*shared_processors, renderer],
+        processors=[*shared_processors, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.stdlib.LoggerFactory(),
         cache_logger_on_first_use=True,
     )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=shared_processors,
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+        )
+    )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.getLevelName(level.upper()))
+    # Third-party chatter below WARNING is noise in a service's log.
+    for noisy in ("aiokafka", "pymongo", "uvicorn.access", "httpx", "faststream"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     structlog.contextvars.clear_contextvars()
     structlog.contextvars.bind_contextvars(service=service)
-    # Libraries (aiokafka, pymongo, uvicorn) log through the standard library: keep their
-    # warnings, on stderr, without their chatter.
-    logging.basicConfig(
-        level=logging.WARNING, stream=sys.stderr, format="%(name)s %(levelname)s %(message)s"
-    )
+
+
+def announce_started(service: str) -> Callable[[], Awaitable[None]]:
+    """A start-up hook that logs one line once the service consumes."""
+
+    async def announce() -> None:
+        structlog.get_logger(service).info("service.started")
+
+    return announce

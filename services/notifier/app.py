@@ -12,7 +12,7 @@ from faststream.kafka import KafkaBroker
 
 from shared.bus import EventPublisher, KafkaPublisher, create_broker, route
 from shared.events import ExecutionStatusChanged, ExecutionSuspended
-from shared.logging import configure_logging
+from shared.logging import announce_started, configure_logging
 from shared.settings import CommonSettings
 
 SERVICE = "notifier"
@@ -68,4 +68,4 @@ def create_app(settings: NotifierSettings | None = None) -> FastStream:
     configure_logging(SERVICE, level=settings.log_level, fmt=settings.log_format)
     broker = create_broker(settings, SERVICE)
     register(broker, settings, KafkaPublisher(broker))
-    return FastStream(broker)
+    return FastStream(broker, after_startup=[announce_started(SERVICE)])

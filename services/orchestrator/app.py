@@ -16,7 +16,7 @@ from shared.events import (
     ExecutionRequested,
     ExecutionSuspended,
 )
-from shared.logging import configure_logging
+from shared.logging import announce_started, configure_logging
 from shared.settings import CommonSettings
 from shared.store.mongo import MongoStore
 from shared.store.ports import Store
@@ -61,4 +61,9 @@ def create_app(settings: OrchestratorSettings | None = None) -> FastStream:
         await store.ping()
         await store.ensure_indexes()
 
-    return FastStream(broker, on_startup=[start], after_shutdown=[store.close])
+    return FastStream(
+        broker,
+        on_startup=[start],
+        after_startup=[announce_started(SERVICE)],
+        after_shutdown=[store.close],
+    )

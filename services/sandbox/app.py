@@ -19,7 +19,7 @@ from shared.agents import load_registry
 from shared.bus import EventPublisher, KafkaPublisher, create_broker, route
 from shared.errors import RetryableError
 from shared.events import ExecutionDispatched
-from shared.logging import configure_logging
+from shared.logging import announce_started, configure_logging
 from shared.settings import CommonSettings
 from shared.store.mongo import MongoStore
 from shared.store.ports import Store
@@ -115,4 +115,9 @@ def create_app(settings: SandboxSettings | None = None) -> FastStream:
         if sync_client is not None:
             sync_client.close()
 
-    return FastStream(broker, on_startup=[start], after_shutdown=[stop])
+    return FastStream(
+        broker,
+        on_startup=[start],
+        after_startup=[announce_started(SERVICE)],
+        after_shutdown=[stop],
+    )
