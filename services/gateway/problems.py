@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import structlog
+from aiokafka.errors import KafkaError
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pymongo.errors import PyMongoError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from shared.errors import RetryableError
@@ -88,14 +90,24 @@ def install_problem_handlers(app: FastAPI) -> None:
             headers=dict(exc.headers) if exc.headers else None,
         )
 
-    @app.exception_handler(RetryableError)
-    async def _unavailable(request: Request, exc: RetryableError) -> JSONResponse:
-        log.warning("dependency.unavailable", error=str(exc))
+    async def _unavailable(request: Request, exc: Exception) -> JSONResponse:
+        log.warning("dependency.unavailable", error=repr(exc), path=request.url.path)
         return problem_response(
             request,
             503,
             "service-unavailable",
             "Service unavailable",
-            "a backing service did not answer; retry later",
+            "a backing service (database or broker) did not answer; retry later",
             headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+        )
+
+    # The database or the broker failing is never the client's fault, and a retry may succeed.
+    for dependency_error in (RetryableError, PyMongoError, KafkaError, TimeoutError):
+        app.add_exception_handler(dependency_error, _unavailable)
+
+    @app.exception_handler(Exception)
+    async def _bug(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("request.failed", path=request.url.path)
+        return problem_response(
+            request, 500, "internal-error", "Internal error", "an unexpected error; it was logged"
         )
