@@ -257,15 +257,15 @@ def topic_docs(topics: Topics | None = None) -> list[TopicDoc]:
             summary="An execution's status changed.",
             description=(
                 "Every status transition of every execution, published by the orchestrator for "
-                "anyone to follow. `execution_version` orders them: drop a message whose "
-                "`execution_version` is not newer than the last one seen for that execution."
+                "anyone to follow. `sequence` orders them: drop a message whose "
+                "`sequence` is not newer than the last one seen for that execution."
             ),
             producers=(
                 Party(
                     "orchestrator",
                     "Publishes each transition with `event_id` "
-                    "`<execution_id>:status:<execution_version>:<status>`. When an event changes "
-                    "nothing it announces the current status again with `previous_status: null`.",
+                    "`<execution_id>:status:<sequence>`. When an event changes no status it "
+                    "announces the current one again, same sequence, `previous_status: null`.",
                 ),
             ),
             consumers=(

@@ -220,8 +220,9 @@ class ExecutionStatusChanged(ExecutionScope):
     agent: Identifier
     status: ExecutionStatus
     previous_status: ExecutionStatus | None
-    execution_version: int
-    """The stored execution's version after the change: consumers drop anything not newer."""
+    sequence: int = Field(ge=1)
+    """Position of this status in the execution's history (1 is ``pending``). A status can be
+    announced again after a crash with the same sequence: consumers drop anything not newer."""
     reason: str | None = None
 
 

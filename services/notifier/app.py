@@ -36,7 +36,7 @@ class Notifier:
         )
 
     async def on_status(self, event: ExecutionStatusChanged) -> None:
-        log.info("execution.status", status=event.status, execution_version=event.execution_version)
+        log.info("execution.status", status=event.status, sequence=event.sequence)
 
 
 def register(broker: KafkaBroker, settings: CommonSettings, publisher: EventPublisher) -> Notifier:

@@ -71,19 +71,18 @@ class Orchestrator:
             except DecisionError as exc:
                 await self._reject_decision(execution, event, str(exc))
                 raise RejectedMessage(str(exc)) from exc
-            if outcome.transitions:
-                suspension_id = outcome.execution.decisions[-1].suspension_id
+            if outcome.claim is not None:
                 claim = Claim(event.decision_id, event.model_dump_json())
-                holder = await self._store.decisions.claim(event.execution_id, suspension_id, claim)
+                holder = await self._store.decisions.claim(event.execution_id, outcome.claim, claim)
                 if holder.decision_id != event.decision_id:
-                    reason = f"suspension {suspension_id} already has a decision"
+                    reason = f"suspension {outcome.claim} already has a decision"
                     await self._reject_decision(execution, event, reason)
                     raise RejectedMessage(reason)
-                if not await self._store.executions.replace(
-                    outcome.execution, expected_version=execution.version
-                ):
-                    execution = await self._load(event)
-                    continue
+            if outcome.changed and not await self._store.executions.replace(
+                outcome.execution, expected_version=execution.version
+            ):
+                execution = await self._load(event)
+                continue
             await self._publish_after(outcome, event)
             return
         raise ConcurrencyConflict(f"execution {event.execution_id} kept changing")
@@ -161,18 +160,18 @@ class Orchestrator:
         changes = outcome.transitions or [
             # Nothing changed now; re-announce the current state in case the earlier announcement
             # was lost in a crash. Consumers drop versions they have seen.
-            sm.Transition(execution.status, execution.status, execution.version, None)
+            sm.Transition(execution.status, execution.status, sm.status_sequence(execution), None)
         ]
         for change in changes:
             status = ExecutionStatusChanged(
-                event_id=f"{execution.execution_id}:status:{change.version}:{change.to_status.value}",
+                event_id=f"{execution.execution_id}:status:{change.sequence}",
                 execution_id=execution.execution_id,
                 project_id=execution.project_id,
                 workspace_id=execution.workspace_id,
                 agent=execution.agent,
                 status=change.to_status,
                 previous_status=change.from_status if outcome.transitions else None,
-                execution_version=change.version,
+                sequence=change.sequence,
                 reason=change.reason,
                 causation_id=cause.event_id,
                 correlation_id=execution.execution_id,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from shared.domain.decisions import canonical_decision
+from shared.domain.decisions import DecisionError, canonical_decision
 from shared.domain.execution import (
     AuditEntry,
     Decision,
@@ -61,8 +61,14 @@ class IllegalTransition(InterlockError):
 class Transition:
     from_status: ExecutionStatus
     to_status: ExecutionStatus
-    version: int
+    sequence: int
+    """Position of ``to_status`` in the execution's status history (1 is pending)."""
     reason: str | None
+
+
+def status_sequence(execution: Execution) -> int:
+    """How many statuses the execution has had: pending plus one per transition."""
+    return 1 + sum(1 for entry in execution.audit if entry.action == "transition")
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,8 @@ class Outcome:
     transitions: list[Transition] = field(default_factory=list)
     ignored: str | None = None
     """Why the event changed nothing (duplicate, stale), for the log line."""
+    claim: int | None = None
+    """The suspension whose one decision this outcome takes (the caller claims it first)."""
 
     @property
     def changed(self) -> bool:
@@ -86,7 +94,8 @@ def transition(
     event_id: str | None = None,
     **changes: object,
 ) -> Execution:
-    """Move to ``target`` with one audit entry and a version bump, or raise IllegalTransition."""
+    """Move to ``target`` with one audit entry, or raise IllegalTransition. (Versions are the
+    store's: it numbers what it stores.)"""
     if target not in ALLOWED_TRANSITIONS[execution.status]:
         raise IllegalTransition(execution.status, target)
     entry = AuditEntry(
@@ -101,7 +110,6 @@ def transition(
         update={
             **changes,
             "status": target,
-            "version": execution.version + 1,
             "audit": [*execution.audit, entry],
             "updated_at": entry.at,
         }
@@ -112,7 +120,6 @@ def with_audit(execution: Execution, entry: AuditEntry) -> Execution:
     """Record something that is not a status change (a rejected decision, say)."""
     return execution.model_copy(
         update={
-            "version": execution.version + 1,
             "audit": [*execution.audit, entry],
             "updated_at": entry.at,
         }
@@ -132,7 +139,10 @@ class _Walk:
         self.execution = transition(self.execution, target, **kwargs)  # type: ignore[arg-type]
         self.transitions.append(
             Transition(
-                before, target, self.execution.version, reason if isinstance(reason, str) else None
+                before,
+                target,
+                status_sequence(self.execution),
+                reason if isinstance(reason, str) else None,
             )
         )
 
@@ -184,6 +194,7 @@ def on_suspended(execution: Execution, event: ExecutionSuspended) -> Outcome:
         event_id=event.event_id,
         suspension=suspension,
     )
+    _settle_parked(walk, event.event_id)
     return walk.outcome()
 
 
@@ -214,36 +225,94 @@ def on_finished(execution: Execution, report: ExecutionReported) -> Outcome:
             error=error.model_dump() if error else {"error_type": "unknown", "message": ""},
             suspension=None,
         )
+    _settle_parked(walk, report.event_id)
     return walk.outcome()
 
 
 def on_decision(execution: Execution, event: DecisionSubmitted) -> Outcome:
     """Validate and apply a decision; a repeat of any applied decision is a no-op.
 
-    Raises ``DecisionError`` when the decision cannot apply; the caller records that in the audit
-    trail with ``rejected_decision`` and dead-letters the event.
+    A decision naming the suspension that the attempt in flight is about to report is parked and
+    applied when that suspension is recorded. Raises ``DecisionError`` when the decision cannot
+    apply; the caller records that in the audit trail and dead-letters the event.
     """
-    if any(d.decision_id == event.decision_id for d in execution.decisions):
+    parked = execution.parked_decision
+    known = [*execution.decisions, *([parked] if parked else [])]
+    if any(d.decision_id == event.decision_id for d in known):
         return Outcome(execution, ignored="decision already applied")
+    if _answers_suspension_in_flight(execution, event) and parked is None:
+        assert event.suspension_id is not None
+        record = _decision_record(event, event.decision, event.suspension_id)
+        entry = AuditEntry(
+            actor=event.reviewer or "producer",
+            action="decision.parked",
+            reason=f"{event.decision!r} for suspension {event.suspension_id}, not yet recorded",
+            event_id=event.event_id,
+        )
+        parked_now = with_audit(execution, entry).model_copy(update={"parked_decision": record})
+        return Outcome(parked_now, claim=event.suspension_id)
     decision = canonical_decision(execution, event.decision, event.suspension_id)
     assert execution.suspension is not None  # canonical_decision checked it
-    record = Decision(
+    suspension_id = execution.suspension.suspension_id
+    walk = _Walk(execution)
+    _resume(walk, _decision_record(event, decision, suspension_id), event.event_id)
+    return Outcome(walk.execution, walk.transitions, claim=suspension_id)
+
+
+def _answers_suspension_in_flight(execution: Execution, event: DecisionSubmitted) -> bool:
+    in_flight = execution.status in (S.PENDING, S.RUNNING, S.RESUMING)
+    return in_flight and event.suspension_id is not None and event.suspension_id == execution.epoch
+
+
+def _decision_record(event: DecisionSubmitted, decision: str, suspension_id: int) -> Decision:
+    return Decision(
         decision_id=event.decision_id,
-        suspension_id=execution.suspension.suspension_id,
+        suspension_id=suspension_id,
         decision=decision,
         reviewer_notes=event.reviewer_notes,
         reviewer=event.reviewer,
     )
-    walk = _Walk(execution)
+
+
+def _resume(walk: _Walk, record: Decision, event_id: str | None) -> None:
     walk.to(
         S.RESUMING,
-        actor=event.reviewer or "reviewer",
-        reason=f"decision {decision}",
-        event_id=event.event_id,
-        decisions=[*execution.decisions, record],
-        epoch=execution.epoch + 1,
+        actor=record.reviewer or "reviewer",
+        reason=f"decision {record.decision}",
+        event_id=event_id,
+        decisions=[*walk.execution.decisions, record],
+        epoch=walk.execution.epoch + 1,
+        parked_decision=None,
     )
-    return walk.outcome()
+
+
+def _settle_parked(walk: _Walk, event_id: str | None) -> None:
+    """Apply the parked decision to the suspension just recorded, or reject it for good."""
+    parked = walk.execution.parked_decision
+    if parked is None:
+        return
+    current = walk.execution.suspension
+    if (
+        walk.execution.status is S.SUSPENDED
+        and current
+        and current.suspension_id == parked.suspension_id
+    ):
+        try:
+            decision = canonical_decision(walk.execution, parked.decision, parked.suspension_id)
+        except DecisionError as exc:
+            reason = str(exc)
+        else:
+            _resume(walk, parked.model_copy(update={"decision": decision}), event_id)
+            return
+    else:
+        reason = f"the attempt ended {walk.execution.status.value} without suspending"
+    entry = AuditEntry(
+        actor=parked.reviewer or "producer",
+        action="decision.rejected",
+        reason=f"{parked.decision!r}: {reason}",
+        event_id=event_id,
+    )
+    walk.execution = with_audit(walk.execution, entry).model_copy(update={"parked_decision": None})
 
 
 def rejected_decision(execution: Execution, event: DecisionSubmitted, reason: str) -> Execution:

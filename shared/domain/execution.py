@@ -76,6 +76,10 @@ class Execution(BaseModel):
     """Number of the latest dispatch to the sandbox; 0 until first dispatched."""
     suspension: Suspension | None = None
     decisions: list[Decision] = Field(default_factory=list)
+    parked_decision: Decision | None = None
+    """A decision that arrived (with its suspension_id) before the suspension it answers was
+    recorded: outside systems react to ``execution.suspended`` as fast as the orchestrator does.
+    Applied, or rejected, when that suspension is recorded."""
     result: Any = None
     error: dict[str, str] | None = None
     audit: list[AuditEntry] = Field(default_factory=list)

@@ -19,8 +19,9 @@ class InMemoryExecutionStore:
         existing = self._items.get(execution.execution_id)
         if existing is not None:
             return existing, False
-        self._items[execution.execution_id] = execution
-        return execution, True
+        first = execution.model_copy(update={"version": 1})
+        self._items[execution.execution_id] = first
+        return first, True
 
     async def get(self, project_id: str, execution_id: str) -> Execution | None:
         found = self._items.get(execution_id)
@@ -30,7 +31,9 @@ class InMemoryExecutionStore:
         current = self._items.get(execution.execution_id)
         if current is None or current.version != expected_version:
             return False
-        self._items[execution.execution_id] = execution
+        self._items[execution.execution_id] = execution.model_copy(
+            update={"version": expected_version + 1}
+        )
         return True
 
     async def list(

@@ -16,15 +16,17 @@ class Page:
 
 class ExecutionStore(Protocol):
     async def create(self, execution: Execution) -> tuple[Execution, bool]:
-        """Insert unless an execution with this id exists; return the stored one and whether it
-        was created now."""
+        """Insert unless an execution with this id exists; return the stored one (version 1 when
+        created now) and whether it was created now."""
         ...
 
     async def get(self, project_id: str, execution_id: str) -> Execution | None: ...
 
     async def replace(self, execution: Execution, *, expected_version: int) -> bool:
-        """Compare-and-set: store ``execution`` only if the stored version is
-        ``expected_version``. Returns False when another writer got there first."""
+        """Compare-and-set: store ``execution`` as version ``expected_version + 1`` only if the
+        stored version is ``expected_version``. Of concurrent writers exactly one succeeds; the
+        others get False (another writer got there first) and must re-read. The store assigns
+        version numbers; the ``version`` of the argument is ignored."""
         ...
 
     async def list(

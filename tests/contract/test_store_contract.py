@@ -48,15 +48,34 @@ async def test_replace_is_a_compare_and_set_on_version(store: Store) -> None:
 
 
 async def test_concurrent_compare_and_set_has_one_winner(store: Store) -> None:
-    execution = f.pending("exec-d")
-    await store.executions.create(execution)
-    candidates = [
-        execution.model_copy(update={"version": 2, "requested_by": f"writer-{i}"}) for i in range(8)
-    ]
-    results = await asyncio.gather(
-        *(store.executions.replace(c, expected_version=1) for c in candidates)
-    )
-    assert sorted(results) == [False] * 7 + [True]
+    """Many rounds: a race that is lost only sometimes must still be caught."""
+    for round_ in range(30):
+        execution = f.pending(f"exec-race-{round_}")
+        await store.executions.create(execution)
+        candidates = [
+            execution.model_copy(update={"requested_by": f"writer-{i}"}) for i in range(8)
+        ]
+        results = await asyncio.gather(
+            *(store.executions.replace(c, expected_version=1) for c in candidates)
+        )
+        assert sorted(results) == [False] * 7 + [True], f"round {round_}: {results}"
+        stored = await store.executions.get("proj-1", execution.execution_id)
+        assert stored is not None and stored.version == 2
+        winner = candidates[results.index(True)]
+        assert stored.requested_by == winner.requested_by
+
+
+async def test_versions_are_assigned_by_the_store(store: Store) -> None:
+    execution = f.pending("exec-versions").model_copy(update={"version": 41})
+    created, _ = await store.executions.create(execution)
+    assert created.version == 1
+    for expected in range(1, 6):
+        assert await store.executions.replace(created, expected_version=expected)
+        stored = await store.executions.get("proj-1", "exec-versions")
+        assert stored is not None and stored.version == expected + 1
+    assert not await store.executions.replace(created, expected_version=3)
+    listed = await store.executions.list("proj-1", "ws-1")
+    assert [e.version for e in listed.items if e.execution_id == "exec-versions"] == [6]
 
 
 async def test_list_filters_by_scope_and_status_and_pages_oldest_first(store: Store) -> None:

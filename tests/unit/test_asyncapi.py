@@ -102,7 +102,7 @@ def test_each_channel_carries_its_event_model(document: dict[str, Any]) -> None:
         ("execution.dispatched", {"epoch", "kind", "input", "resume"}),
         ("execution.suspended", {"suspend_context", "allowed_decisions", "interrupts"}),
         ("execution.reported", {"epoch", "outcome", "result", "error"}),
-        ("execution.status", {"status", "previous_status", "execution_version"}),
+        ("execution.status", {"status", "previous_status", "sequence"}),
         ("execution.dead_lettered", {"source_topic", "reason", "payload", "consumer"}),
     ],
 )

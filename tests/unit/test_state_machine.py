@@ -16,7 +16,8 @@ def dispatched() -> sm.Execution:
 
 def test_request_gives_the_first_epoch_once_and_asks_for_a_start() -> None:
     execution = dispatched()
-    assert (execution.status, execution.epoch, execution.version) == (S.PENDING, 1, 2)
+    assert (execution.status, execution.epoch) == (S.PENDING, 1)
+    assert [a.action for a in execution.audit] == ["created", "dispatched"]
     [command] = sm.follow_ups(execution, causation_id=None)
     assert command.kind is DispatchKind.START and command.epoch == 1
     again = sm.on_requested(execution, f.requested())
@@ -102,7 +103,7 @@ def test_invalid_decisions_raise_and_can_be_audited() -> None:
         sm.on_decision(dispatched(), f.decision(execution))
     event = f.decision(execution, "maybe")
     audited = sm.rejected_decision(execution, event, "not allowed")
-    assert audited.status is S.SUSPENDED and audited.version == execution.version + 1
+    assert audited.status is S.SUSPENDED and len(audited.audit) == len(execution.audit) + 1
     assert audited.audit[-1].action == "decision.rejected"
 
 
@@ -142,3 +143,42 @@ def test_an_earlier_decision_redelivered_after_a_later_suspension_is_a_no_op() -
     execution = sm.on_suspended(execution, f.suspended_event(execution)).execution
     again = sm.on_decision(execution, first)
     assert again.ignored == "decision already applied" and again.execution is execution
+
+
+def test_a_decision_for_the_suspension_in_flight_is_parked_then_applied() -> None:
+    running = sm.on_started(dispatched(), f.report(dispatched(), ReportOutcome.STARTED)).execution
+    early = f.decision(running, "APPROVE", suspension_id=1)
+    parked = sm.on_decision(running, early)
+    assert parked.claim == 1 and not parked.transitions
+    assert parked.execution.status is S.RUNNING and parked.execution.parked_decision is not None
+    assert sm.on_decision(parked.execution, early).ignored == "decision already applied"
+
+    outcome = sm.on_suspended(parked.execution, f.suspended_event(parked.execution))
+    assert [t.to_status for t in outcome.transitions] == [S.SUSPENDED, S.RESUMING]
+    resumed = outcome.execution
+    assert resumed.parked_decision is None and resumed.epoch == 2
+    assert [(d.decision, d.suspension_id) for d in resumed.decisions] == [("approve", 1)]
+    [command] = sm.follow_ups(resumed, causation_id=None)
+    assert command.kind is DispatchKind.RESUME
+
+
+def test_a_parked_decision_that_the_suspension_does_not_allow_is_rejected_in_the_audit() -> None:
+    running = dispatched()
+    parked = sm.on_decision(running, f.decision(running, "escalate", suspension_id=1)).execution
+    outcome = sm.on_suspended(parked, f.suspended_event(parked))
+    assert outcome.execution.status is S.SUSPENDED and outcome.execution.parked_decision is None
+    assert outcome.execution.audit[-1].action == "decision.rejected"
+    assert "allowed decisions: approve, reject" in str(outcome.execution.audit[-1].reason)
+
+
+def test_a_parked_decision_is_dropped_when_the_attempt_ends_without_suspending() -> None:
+    running = dispatched()
+    parked = sm.on_decision(running, f.decision(running, "approve", suspension_id=1)).execution
+    done = sm.on_finished(parked, f.report(parked, ReportOutcome.COMPLETED, result=1)).execution
+    assert done.status is S.COMPLETED and done.parked_decision is None
+    assert "without suspending" in str(done.audit[-1].reason)
+
+
+def test_a_decision_without_suspension_id_is_not_parked() -> None:
+    with pytest.raises(NotSuspended):
+        sm.on_decision(dispatched(), f.decision(dispatched()))
