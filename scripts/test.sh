@@ -20,7 +20,9 @@ else
   if ! bash infra/infra.sh status >/dev/null 2>&1; then
     started_infra=yes
   fi
-  eval "$(bash infra/infra.sh up)"
+  # An assignment keeps the exit status (eval of a failed substitution would not).
+  infra_env=$(bash infra/infra.sh up)
+  eval "$infra_env"
 fi
 cleanup() {
   if [[ $started_infra == yes ]]; then bash infra/infra.sh down || true; fi
