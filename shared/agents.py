@@ -31,6 +31,10 @@ class AgentSpec(BaseModel):
     """``module:callable``; the callable takes a checkpointer and returns a compiled graph (or a
     StateGraph, which the sandbox compiles with the checkpointer)."""
     description: str = ""
+    version: str | None = Field(default=None, min_length=1, max_length=64)
+    """Overrides the automatic code fingerprint (see services/sandbox/fingerprint.py)."""
+    compatible_with: list[str] = Field(default_factory=list)
+    """Fingerprints (or versions) whose suspensions this version may resume."""
 
 
 class AgentRegistry:

@@ -215,5 +215,7 @@ def route(
         auto_offset_reset="earliest",
         ack_policy=AckPolicy.NACK_ON_ERROR,
         max_poll_interval_ms=max_poll_interval_ms,
+        session_timeout_ms=settings.kafka_session_timeout_ms,
+        heartbeat_interval_ms=max(1_000, settings.kafka_session_timeout_ms // 3),
         title=f"{service}:{topic}",
     )(handler)

@@ -27,3 +27,8 @@ class RejectedMessage(InterlockError):
 
 class ConcurrencyConflict(RetryableError):
     """A compare-and-set lost a race; re-reading and re-applying resolves it."""
+
+
+class Fenced(InterlockError):
+    """This attempt was superseded by a newer one (another replica took over): it must stop
+    without writing anything more. Not retryable: the newer attempt does the work."""

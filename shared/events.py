@@ -150,6 +150,9 @@ class ResumeInstruction(BaseModel):
     decision: str
     reviewer_notes: str | None = None
     reviewer: str | None = None
+    agent_fingerprint: str | None = None
+    """The agent version the suspension was taken with: the sandbox refuses to resume it under
+    another unless the agent declares that version compatible."""
 
     def resume_value(self) -> JsonObject:
         """What ``interrupt(...)`` returns inside the agent (the Atlas flat decision shape)."""
@@ -187,12 +190,16 @@ class ExecutionSuspended(ExecutionScope):
     allowed_decisions: list[str]
     interrupts: list[PendingInterrupt]
     suspended_at: AwareDatetime = Field(default_factory=utc_now)
+    agent_fingerprint: str | None = None
+    """The version of the agent's code that suspended; a resume under another is refused."""
 
 
 class ReportOutcome(StrEnum):
     STARTED = "started"
     COMPLETED = "completed"
     FAILED = "failed"
+    REFUSED = "refused"
+    """The sandbox would not resume: the agent's code changed since the suspension."""
 
 
 class ExecutionFailure(BaseModel):

@@ -27,6 +27,8 @@ class CommonSettings(BaseSettings):
     """Prepended to every topic name; lets test runs share one broker without crosstalk."""
     topic_partitions: int = Field(default=DEFAULT_PARTITIONS, ge=1, le=1000)
     consumer_group_prefix: str = Field(default="interlock", pattern=r"^[A-Za-z0-9._-]+$")
+    kafka_session_timeout_ms: int = Field(default=10_000, ge=3_000, le=300_000)
+    """How soon Kafka gives a dead or frozen replica's partitions to another replica."""
     agents_file: Path = DEFAULT_AGENTS_FILE
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["auto", "json", "console"] = "auto"

@@ -16,7 +16,7 @@ import structlog
 
 from shared.agents import AgentRegistry
 from shared.bus import EventPublisher
-from shared.domain.decisions import canonical_decision
+from shared.domain.decisions import canonical_decision, check_agent_version
 from shared.domain.execution import Execution, ExecutionStatus, new_pending_execution
 from shared.events import AgentInput, DecisionSubmitted, ExecutionRequested
 from shared.store.ports import Claim, Page, Store
@@ -140,6 +140,7 @@ class Intake:
         DecisionError (not suspended / not allowed) or DecisionConflict."""
         execution = await self.get(project_id, workspace_id, execution_id)
         canonical = canonical_decision(execution, decision, None)
+        check_agent_version(execution, await self._store.agent_versions.get(execution.agent))
         assert execution.suspension is not None
         suspension_id = execution.suspension.suspension_id
         event = DecisionSubmitted(

@@ -28,7 +28,12 @@ from services.gateway.schemas import (
     ResumeRequest,
 )
 from shared.agents import AgentRegistry
-from shared.domain.decisions import DecisionNotAllowed, NotSuspended, StaleSuspension
+from shared.domain.decisions import (
+    AgentVersionChanged,
+    DecisionNotAllowed,
+    NotSuspended,
+    StaleSuspension,
+)
 from shared.domain.execution import ExecutionStatus
 from shared.events import Identifier
 from shared.store.cursor import InvalidCursor
@@ -188,6 +193,15 @@ def build_router(intake: Intake, registry: AgentRegistry) -> APIRouter:
                 "Decision not allowed",
                 str(exc),
                 allowed_decisions=exc.allowed,
+            ) from exc
+        except AgentVersionChanged as exc:
+            raise Problem(
+                409,
+                "agent-version-changed",
+                "Agent code changed since the suspension",
+                str(exc),
+                suspended_with=exc.suspended_with,
+                current=exc.current,
             ) from exc
         except (NotSuspended, StaleSuspension) as exc:
             raise Problem(409, "not-suspended", "Execution is not suspended", str(exc)) from exc

@@ -16,7 +16,7 @@ import structlog
 from services.orchestrator import state_machine as sm
 from shared.agents import AgentRegistry
 from shared.bus import EventPublisher
-from shared.domain.decisions import DecisionError
+from shared.domain.decisions import DecisionError, check_agent_version
 from shared.domain.execution import Execution, new_pending_execution
 from shared.errors import ConcurrencyConflict, RejectedMessage
 from shared.events import (
@@ -28,6 +28,7 @@ from shared.events import (
     ExecutionSuspended,
     ReportOutcome,
 )
+from shared.faults import fault_point
 from shared.store.ports import Claim, Store
 from shared.topics import Topics
 
@@ -68,6 +69,9 @@ class Orchestrator:
         for _ in range(MAX_CAS_ATTEMPTS):
             try:
                 outcome = sm.on_decision(execution, event)
+                if outcome.transitions:
+                    current = await self._store.agent_versions.get(execution.agent)
+                    check_agent_version(execution, current)
             except DecisionError as exc:
                 await self._reject_decision(execution, event, str(exc))
                 raise RejectedMessage(str(exc)) from exc
@@ -97,6 +101,8 @@ class Orchestrator:
         execution = await self._load(event)
         if event.outcome is ReportOutcome.STARTED:
             await self._apply(execution, lambda e: sm.on_started(e, event), event)
+        elif event.outcome is ReportOutcome.REFUSED:
+            await self._apply(execution, lambda e: sm.on_refused(e, event), event)
         else:
             await self._apply(execution, lambda e: sm.on_finished(e, event), event)
 
@@ -146,6 +152,8 @@ class Orchestrator:
 
     async def _publish_after(self, outcome: sm.Outcome, cause: EventModel) -> None:
         execution = outcome.execution
+        if outcome.changed:
+            fault_point("orchestrator.after_write")
         if outcome.ignored:
             log.info("event.ignored", why=outcome.ignored, status=execution.status.value)
         for command in sm.follow_ups(execution, causation_id=cause.event_id):

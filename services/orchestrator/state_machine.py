@@ -43,7 +43,7 @@ ALLOWED_TRANSITIONS: dict[ExecutionStatus, frozenset[ExecutionStatus]] = {
     S.PENDING: frozenset({S.RUNNING, S.ERROR}),
     S.RUNNING: frozenset({S.SUSPENDED, S.COMPLETED, S.ERROR}),
     S.SUSPENDED: frozenset({S.RESUMING}),
-    S.RESUMING: frozenset({S.RUNNING, S.ERROR}),
+    S.RESUMING: frozenset({S.RUNNING, S.ERROR, S.SUSPENDED}),
     S.COMPLETED: frozenset(),
     S.ERROR: frozenset(),
 }
@@ -186,6 +186,7 @@ def on_suspended(execution: Execution, event: ExecutionSuspended) -> Outcome:
         allowed_decisions=event.allowed_decisions,
         interrupt_ids=[i.interrupt_id for i in event.interrupts],
         suspended_at=event.suspended_at,
+        agent_fingerprint=event.agent_fingerprint,
     )
     walk.to(
         S.SUSPENDED,
@@ -226,6 +227,25 @@ def on_finished(execution: Execution, report: ExecutionReported) -> Outcome:
             suspension=None,
         )
     _settle_parked(walk, report.event_id)
+    return walk.outcome()
+
+
+def on_refused(execution: Execution, report: ExecutionReported) -> Outcome:
+    """The sandbox would not resume (the agent's code changed): suspend again, as a new
+    suspension, so a decision can be submitted once the code is reverted or declared compatible."""
+    if report.epoch != execution.epoch:
+        return Outcome(execution, ignored=f"stale epoch {report.epoch} (now {execution.epoch})")
+    if execution.status is not S.RESUMING or execution.suspension is None:
+        return Outcome(execution, ignored=f"already {execution.status.value}")
+    reason = report.error.message if report.error else "the sandbox refused to resume"
+    walk = _Walk(execution)
+    walk.to(
+        S.SUSPENDED,
+        actor=SANDBOX,
+        reason=reason,
+        event_id=report.event_id,
+        suspension=execution.suspension.model_copy(update={"suspension_id": execution.epoch}),
+    )
     return walk.outcome()
 
 
@@ -351,6 +371,7 @@ def follow_ups(execution: Execution, *, causation_id: str | None) -> list[Execut
             decision=decision.decision,
             reviewer_notes=decision.reviewer_notes,
             reviewer=decision.reviewer,
+            agent_fingerprint=execution.suspension.agent_fingerprint,
         )
         return [ExecutionDispatched(kind=DispatchKind.RESUME, resume=resume, **common)]
     return []

@@ -1,18 +1,20 @@
-"""Composition root of the sandbox: agents, LangGraph checkpointer, store and bus."""
+"""Composition root of the sandbox: agents, LangGraph checkpointer, step cache, store and bus."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Self
 
+import structlog
 from faststream import FastStream
 from faststream.kafka import KafkaBroker
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.mongodb import MongoDBSaver
-from pydantic import Field
+from pydantic import Field, model_validator
 from pymongo import MongoClient
 
+from services.sandbox.checkpointer import GuardedSaver
 from services.sandbox.handlers import Sandbox
 from services.sandbox.runner import AgentRunner, GraphCache
 from shared.agents import load_registry
@@ -25,11 +27,68 @@ from shared.store.mongo import MongoStore
 from shared.store.ports import Store
 
 SERVICE = "sandbox"
+log = structlog.get_logger(__name__)
 
 
 class SandboxSettings(CommonSettings):
-    max_poll_interval_ms: int = Field(default=300_000, ge=10_000)
-    """How long one agent run may hold its partition before Kafka hands it to another replica."""
+    run_timeout_seconds: float = Field(default=1_800, gt=0)
+    """Longest one agent run (start to suspension or end) may take; a longer one fails."""
+    max_poll_interval_ms: int = Field(default=3_600_000, ge=10_000)
+    """Kafka hands the partition to another replica if one message takes longer than this;
+    it must exceed the run timeout (checked at start-up)."""
+    max_checkpoint_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    max_step_result_bytes: int = Field(default=1024 * 1024, ge=64)
+
+    @model_validator(mode="after")
+    def _run_fits_poll_interval(self) -> Self:
+        if self.run_timeout_seconds * 1000 >= self.max_poll_interval_ms:
+            raise ValueError(
+                "run_timeout_seconds must be shorter than max_poll_interval_ms, or a long run"
+                " would be handed to a second replica while the first still runs it"
+            )
+        return self
+
+
+def build_sandbox(
+    settings: SandboxSettings,
+    store: Store,
+    publisher: EventPublisher,
+    checkpointer: BaseCheckpointSaver[Any],
+) -> tuple[Sandbox, GraphCache]:
+    graphs = GraphCache(
+        load_registry(settings.agents_file),
+        GuardedSaver(checkpointer, max_checkpoint_bytes=settings.max_checkpoint_bytes),
+    )
+    runner = AgentRunner(
+        graphs,
+        steps=store.steps,
+        attempts=store.attempts,
+        run_timeout_seconds=settings.run_timeout_seconds,
+        max_step_result_bytes=settings.max_step_result_bytes,
+    )
+    sandbox = Sandbox(store=store, publisher=publisher, topics=settings.topics, runner=runner)
+    return sandbox, graphs
+
+
+async def publish_agent_versions(graphs: GraphCache, store: Store) -> None:
+    """Load every agent now (a broken one fails the start, not the first execution) and tell
+    the gateway and the orchestrator which versions run here."""
+    for loaded in graphs.load_all():
+        await store.agent_versions.publish(loaded.version)
+        log.info("agent.loaded", agent=loaded.spec.name, fingerprint=loaded.fingerprint)
+
+
+def register(
+    broker: KafkaBroker,
+    settings: SandboxSettings,
+    store: Store,
+    publisher: EventPublisher,
+    checkpointer: BaseCheckpointSaver[Any],
+) -> Sandbox:
+    """Wire a sandbox on ``broker`` (the embedded mode and in-process tests use this)."""
+    sandbox, _ = build_sandbox(settings, store, publisher, checkpointer)
+    _subscribe(broker, settings, publisher, sandbox.on_dispatched)
+    return sandbox
 
 
 class _LateSandbox:
@@ -43,23 +102,6 @@ class _LateSandbox:
         if self.sandbox is None:
             raise RetryableError("sandbox is still starting")
         await self.sandbox.on_dispatched(command)
-
-
-def register(
-    broker: KafkaBroker,
-    settings: SandboxSettings,
-    store: Store,
-    publisher: EventPublisher,
-    checkpointer: BaseCheckpointSaver[Any],
-) -> Sandbox:
-    sandbox = Sandbox(
-        store=store,
-        publisher=publisher,
-        topics=settings.topics,
-        runner=AgentRunner(GraphCache(load_registry(settings.agents_file), checkpointer)),
-    )
-    _subscribe(broker, settings, publisher, sandbox.on_dispatched)
-    return sandbox
 
 
 def _subscribe(
@@ -102,13 +144,9 @@ def create_app(settings: SandboxSettings | None = None) -> FastStream:
         checkpointer = await asyncio.to_thread(
             MongoDBSaver, sync_client, db_name=settings.mongodb_database
         )
-        registry = load_registry(settings.agents_file)
-        late.sandbox = Sandbox(
-            store=store,
-            publisher=publisher,
-            topics=settings.topics,
-            runner=AgentRunner(GraphCache(registry, checkpointer)),
-        )
+        sandbox, graphs = build_sandbox(settings, store, publisher, checkpointer)
+        await publish_agent_versions(graphs, store)
+        late.sandbox = sandbox
 
     async def stop() -> None:
         await store.close()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import structlog
 
-from services.sandbox.runner import AgentRunner, Completed, Failed, Suspended
+from services.sandbox.runner import AgentRunner, Completed, Failed, Refused, Suspended
 from services.sandbox.suspension import review_view
 from shared.bus import EventPublisher
-from shared.errors import RejectedMessage
+from shared.errors import Fenced, RejectedMessage
 from shared.events import (
     ExecutionDispatched,
     ExecutionFailure,
@@ -15,6 +17,7 @@ from shared.events import (
     ExecutionSuspended,
     ReportOutcome,
 )
+from shared.faults import fault_point
 from shared.store.ports import Store
 from shared.topics import Topics
 
@@ -38,7 +41,7 @@ class Sandbox:
             # A re-sent or overtaken command: the orchestrator has moved on, nothing to run.
             log.info("dispatch.stale", epoch=command.epoch, current_epoch=execution.epoch)
             return
-        common = {
+        common: dict[str, Any] = {
             "execution_id": command.execution_id,
             "project_id": command.project_id,
             "workspace_id": command.workspace_id,
@@ -53,9 +56,17 @@ class Sandbox:
         )
         await self._publisher.publish(started, self._topics.reported, key=command.execution_id)
 
-        outcome = await self._runner.run(command)
+        try:
+            outcome, attempt = await self._runner.run(command)
+            fault_point("sandbox.before_report")
+            if attempt is not None:
+                await self._runner.ensure_current(attempt)
+        except Fenced as exc:
+            # A newer attempt (another replica) owns this run now; it reports, we must not.
+            log.warning("dispatch.fenced", reason=str(exc))
+            return
         match outcome:
-            case Suspended(interrupts=interrupts):
+            case Suspended(interrupts=interrupts, agent_fingerprint=fingerprint):
                 context, allowed = review_view(interrupts)
                 event = ExecutionSuspended(
                     event_id=f"{command.execution_id}:suspended:{command.epoch}",
@@ -65,34 +76,40 @@ class Sandbox:
                     suspend_context=context,
                     allowed_decisions=allowed,
                     interrupts=interrupts,
+                    agent_fingerprint=fingerprint,
                     **common,
                 )
                 await self._publisher.publish(
                     event, self._topics.suspended, key=command.execution_id
                 )
             case Completed(result=result):
-                done = ExecutionReported(
-                    event_id=f"{command.execution_id}:finished:{command.epoch}",
-                    epoch=command.epoch,
-                    outcome=ReportOutcome.COMPLETED,
-                    result=result,
-                    **common,
-                )
-                await self._publisher.publish(done, self._topics.reported, key=command.execution_id)
+                await self._report(command, ReportOutcome.COMPLETED, common, result=result)
             case Failed(error_type=error_type, message=message):
-                failed = ExecutionReported(
-                    event_id=f"{command.execution_id}:finished:{command.epoch}",
-                    epoch=command.epoch,
-                    outcome=ReportOutcome.FAILED,
-                    error=ExecutionFailure(error_type=error_type, message=message),
-                    **common,
-                )
-                await self._publisher.publish(
-                    failed, self._topics.reported, key=command.execution_id
-                )
+                failure = ExecutionFailure(error_type=error_type, message=message)
+                await self._report(command, ReportOutcome.FAILED, common, error=failure)
+            case Refused(message=message):
+                failure = ExecutionFailure(error_type="AgentVersionChanged", message=message)
+                await self._report(command, ReportOutcome.REFUSED, common, error=failure)
         log.info(
             "dispatch.ran",
             kind=command.kind.value,
             epoch=command.epoch,
+            attempt=attempt.number if attempt else None,
             outcome=type(outcome).__name__,
         )
+
+    async def _report(
+        self,
+        command: ExecutionDispatched,
+        outcome: ReportOutcome,
+        common: dict[str, Any],
+        **fields: Any,
+    ) -> None:
+        report = ExecutionReported(
+            event_id=f"{command.execution_id}:finished:{command.epoch}",
+            epoch=command.epoch,
+            outcome=outcome,
+            **common,
+            **fields,
+        )
+        await self._publisher.publish(report, self._topics.reported, key=command.execution_id)

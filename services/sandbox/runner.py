@@ -6,13 +6,19 @@ command cannot run the agent twice:
 - start, no checkpoint yet: run the graph on the input;
 - start or resume, the graph already waits on an interrupt that this command does not answer:
   report that suspension again (it was reported before, or the decision was already applied);
-- resume, the graph waits on exactly the interrupts this command answers: resume them;
+- resume, the graph waits on exactly the interrupts this command answers: resume them, unless
+  the suspension was taken under agent code that this sandbox no longer runs (refused);
 - the graph finished: report the result again;
 - a checkpoint mid-run (a crashed attempt): continue from it.
+
+Each run is an **attempt** with a fencing token: checkpoint writes, step-cache writes and the
+final report first check that no newer attempt has begun (see shared/store/attempts.py). The
+steps that completed before are served from the step cache, read in one query per run.
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 from dataclasses import dataclass
 from typing import Any
@@ -23,14 +29,25 @@ from langgraph.pregel import Pregel
 from langgraph.types import Command, StateSnapshot
 from pymongo.errors import PyMongoError
 
+from services.sandbox.checkpointer import current_fence
+from services.sandbox.fingerprint import agent_fingerprint
 from services.sandbox.jsonable import to_jsonable
-from shared.agents import AgentRegistry
+from services.sandbox.tools import make_tools_durable
+from shared.agents import AgentRegistry, AgentSpec
+from shared.domain.versions import AgentVersion
+from shared.errors import Fenced
 from shared.events import DispatchKind, ExecutionDispatched, PendingInterrupt
+from shared.steps import StepRun, step_run
+from shared.store.attempts import AttemptLedger
+from shared.store.ports import StepStore
+
+Graph = Pregel[Any, Any, Any, Any]
 
 
 @dataclass(frozen=True)
 class Suspended:
     interrupts: list[PendingInterrupt]
+    agent_fingerprint: str | None = None
 
 
 @dataclass(frozen=True)
@@ -44,11 +61,40 @@ class Failed:
     message: str
 
 
-RunOutcome = Suspended | Completed | Failed
+@dataclass(frozen=True)
+class Refused:
+    message: str
+
+
+RunOutcome = Suspended | Completed | Failed | Refused
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """The fencing token of one run of a dispatch."""
+
+    execution_id: str
+    epoch: int
+    number: int
 
 
 class AgentNotLoadable(Exception):
     pass
+
+
+@dataclass(frozen=True)
+class LoadedAgent:
+    spec: AgentSpec
+    graph: Graph
+    fingerprint: str
+
+    @property
+    def version(self) -> AgentVersion:
+        return AgentVersion(
+            agent=self.spec.name,
+            fingerprint=self.fingerprint,
+            compatible_with=self.spec.compatible_with,
+        )
 
 
 class GraphCache:
@@ -57,16 +103,19 @@ class GraphCache:
     def __init__(self, registry: AgentRegistry, checkpointer: BaseCheckpointSaver[Any]) -> None:
         self._registry = registry
         self._checkpointer = checkpointer
-        self._graphs: dict[str, Pregel[Any, Any, Any, Any]] = {}
+        self._agents: dict[str, LoadedAgent] = {}
 
-    def get(self, agent: str) -> Pregel[Any, Any, Any, Any]:
-        graph = self._graphs.get(agent)
-        if graph is None:
-            graph = self._load(agent)
-            self._graphs[agent] = graph
-        return graph
+    def get(self, agent: str) -> LoadedAgent:
+        loaded = self._agents.get(agent)
+        if loaded is None:
+            loaded = self._load(agent)
+            self._agents[agent] = loaded
+        return loaded
 
-    def _load(self, agent: str) -> Pregel[Any, Any, Any, Any]:
+    def load_all(self) -> list[LoadedAgent]:
+        return [self.get(spec.name) for spec in self._registry.all()]
+
+    def _load(self, agent: str) -> LoadedAgent:
         spec = self._registry.get(agent)
         if spec is None:
             raise AgentNotLoadable(f"agent {agent!r} is not registered in this sandbox")
@@ -80,9 +129,11 @@ class GraphCache:
             built = built.compile(checkpointer=self._checkpointer)
         if not isinstance(built, Pregel):
             raise AgentNotLoadable(f"{spec.factory} returned {type(built).__name__}, not a graph")
-        if built.checkpointer is None:
-            built.checkpointer = self._checkpointer
-        return built
+        # The sandbox owns persistence: whatever the factory did, checkpoints go through the
+        # guarded saver, and tools run by ToolNode / create_agent become durable steps.
+        built.checkpointer = self._checkpointer
+        make_tools_durable(built)
+        return LoadedAgent(spec, built, agent_fingerprint(spec, built))
 
 
 def pending_interrupts(snapshot: StateSnapshot) -> list[PendingInterrupt]:
@@ -92,48 +143,109 @@ def pending_interrupts(snapshot: StateSnapshot) -> list[PendingInterrupt]:
 
 
 class AgentRunner:
-    def __init__(self, graphs: GraphCache) -> None:
+    def __init__(
+        self,
+        graphs: GraphCache,
+        *,
+        steps: StepStore,
+        attempts: AttemptLedger,
+        run_timeout_seconds: float,
+        max_step_result_bytes: int,
+    ) -> None:
         self._graphs = graphs
+        self._steps = steps
+        self._attempts = attempts
+        self._run_timeout = run_timeout_seconds
+        self._max_step_result_bytes = max_step_result_bytes
 
-    async def run(self, dispatch: ExecutionDispatched) -> RunOutcome:
+    async def run(self, dispatch: ExecutionDispatched) -> tuple[RunOutcome, Attempt | None]:
+        """Run what the dispatch asks for. Returns the outcome and the attempt that produced it
+        (None when nothing had to run). Raises ``Fenced`` when a newer attempt took over."""
         try:
-            graph = self._graphs.get(dispatch.agent)
+            agent = self._graphs.get(dispatch.agent)
         except AgentNotLoadable as exc:
-            return Failed("AgentNotLoadable", str(exc))
+            return Failed("AgentNotLoadable", str(exc)), None
         config: Any = {"configurable": {"thread_id": dispatch.execution_id}}
-        snapshot = await graph.aget_state(config)
-        payload = self._next_input(dispatch, snapshot)
-        if isinstance(payload, Suspended | Completed | Failed):
-            return payload
+        snapshot = await agent.graph.aget_state(config)
+        payload = self._next_input(dispatch, snapshot, agent)
+        if isinstance(payload, Suspended | Completed | Failed | Refused):
+            return payload, None
+        attempt = Attempt(
+            dispatch.execution_id,
+            dispatch.epoch,
+            await self._attempts.begin(dispatch.execution_id, dispatch.epoch),
+        )
+
+        async def fence() -> None:
+            await self.ensure_current(attempt)
+
+        steps = await StepRun.open(
+            execution_id=dispatch.execution_id,
+            epoch=dispatch.epoch,
+            attempt=attempt.number,
+            store=self._steps,
+            max_result_bytes=self._max_step_result_bytes,
+            fence=fence,
+        )
+        token = current_fence.set(fence)
         try:
-            await graph.ainvoke(payload, config, durability="sync")
+            with step_run(steps):
+                async with asyncio.timeout(self._run_timeout):
+                    await agent.graph.ainvoke(payload, config, durability="sync")
+        except Fenced:
+            raise
+        except TimeoutError:
+            message = f"agent run exceeded {self._run_timeout:g}s (INTERLOCK_RUN_TIMEOUT_SECONDS)"
+            return Failed("RunTimeout", message), attempt
         except Exception as exc:
             if _is_infrastructure_error(exc):
                 raise
-            return Failed(type(exc).__name__, str(exc) or type(exc).__name__)
-        return _outcome_of(await graph.aget_state(config))
+            return Failed(type(exc).__name__, str(exc) or type(exc).__name__), attempt
+        finally:
+            current_fence.reset(token)
+        return _outcome_of(await agent.graph.aget_state(config), agent), attempt
+
+    async def ensure_current(self, attempt: Attempt) -> None:
+        if await self._attempts.is_superseded(attempt.execution_id, attempt.epoch, attempt.number):
+            raise Fenced(
+                f"attempt {attempt.number} at epoch {attempt.epoch} of {attempt.execution_id}"
+                " was superseded by a newer attempt"
+            )
 
     @staticmethod
-    def _next_input(dispatch: ExecutionDispatched, snapshot: StateSnapshot) -> Any:
+    def _next_input(
+        dispatch: ExecutionDispatched, snapshot: StateSnapshot, agent: LoadedAgent
+    ) -> Any:
         has_checkpoint = snapshot.created_at is not None
         pending = [i.id for i in snapshot.interrupts]
-        if dispatch.kind is DispatchKind.RESUME and dispatch.resume is not None:
-            answers = dispatch.resume.interrupt_ids
-            if pending and sorted(pending) == sorted(answers):
-                value = dispatch.resume.resume_value()
-                return Command(resume={interrupt_id: value for interrupt_id in pending})
+        resume = dispatch.resume
+        answers_pending = (
+            dispatch.kind is DispatchKind.RESUME
+            and resume is not None
+            and bool(pending)
+            and sorted(pending) == sorted(resume.interrupt_ids)
+        )
+        if answers_pending and resume is not None:
+            if not agent.version.accepts(resume.agent_fingerprint):
+                return Refused(
+                    f"the execution suspended under agent version {resume.agent_fingerprint},"
+                    f" but this sandbox runs version {agent.fingerprint}; revert the agent or"
+                    f" declare {resume.agent_fingerprint} in its compatible_with"
+                )
+            value = resume.resume_value()
+            return Command(resume={interrupt_id: value for interrupt_id in pending})
         if not has_checkpoint:
             if dispatch.input is None:
                 return Failed("NoCheckpoint", "resume dispatched but no checkpoint exists")
             return {"messages": [m.model_dump() for m in dispatch.input.as_messages()]}
         if pending or not snapshot.next:
-            return _outcome_of(snapshot)
+            return _outcome_of(snapshot, agent)
         return None  # continue a crashed attempt from its last checkpoint
 
 
-def _outcome_of(snapshot: StateSnapshot) -> RunOutcome:
+def _outcome_of(snapshot: StateSnapshot, agent: LoadedAgent) -> RunOutcome:
     if snapshot.interrupts:
-        return Suspended(pending_interrupts(snapshot))
+        return Suspended(pending_interrupts(snapshot), agent.fingerprint)
     if snapshot.next:
         # Stopped without an interrupt but with work left: only a bug in the graph does this.
         return Failed("Incomplete", f"graph stopped before {list(snapshot.next)} without interrupt")

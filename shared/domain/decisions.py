@@ -7,6 +7,7 @@ on every ``decision.submitted`` event, because outside producers publish there d
 from __future__ import annotations
 
 from shared.domain.execution import Execution, ExecutionStatus
+from shared.domain.versions import AgentVersion
 from shared.errors import InterlockError
 
 
@@ -42,6 +43,28 @@ class DecisionNotAllowed(DecisionError):
             f"decision {decision!r} is not allowed here; allowed decisions: {', '.join(allowed)}"
         )
         self.allowed = allowed
+
+
+class AgentVersionChanged(DecisionError):
+    reason_code = "agent-version-changed"
+
+    def __init__(self, suspended_with: str, current: str) -> None:
+        super().__init__(
+            f"the execution suspended under agent version {suspended_with}, but the sandboxes now"
+            f" run version {current}; resuming would replay the checkpoint with different code."
+            f" Revert the agent, or declare {suspended_with} in its compatible_with"
+        )
+        self.suspended_with = suspended_with
+        self.current = current
+
+
+def check_agent_version(execution: Execution, current: AgentVersion | None) -> None:
+    """Refuse to resume a suspension taken under agent code that the sandboxes no longer run."""
+    suspension = execution.suspension
+    if current is None or suspension is None or current.accepts(suspension.agent_fingerprint):
+        return
+    assert suspension.agent_fingerprint is not None  # accepts() is True for None
+    raise AgentVersionChanged(suspension.agent_fingerprint, current.fingerprint)
 
 
 def canonical_decision(execution: Execution, decision: str, suspension_id: int | None) -> str:

@@ -29,6 +29,7 @@ class Suspension(BaseModel):
     allowed_decisions: list[str]
     interrupt_ids: list[str]
     suspended_at: datetime
+    agent_fingerprint: str | None = None
 
 
 class Decision(BaseModel):

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from shared.domain.execution import Execution, ExecutionStatus
+from shared.store.agent_versions import InMemoryAgentVersions
+from shared.store.attempts import InMemoryAttemptLedger
 from shared.store.cursor import decode_cursor, encode_cursor
-from shared.store.ports import Claim, Page
+from shared.store.ports import Claim, Page, StepRecord
 
 
 def _sort_key(execution: Execution) -> tuple[str, str]:
@@ -81,11 +83,25 @@ class InMemorySentCommands:
         self._sent.add(command_id)
 
 
+class InMemoryStepStore:
+    def __init__(self) -> None:
+        self._records: dict[str, StepRecord] = {}
+
+    async def load(self, execution_id: str) -> dict[str, StepRecord]:
+        return {k: r for k, r in self._records.items() if r.execution_id == execution_id}
+
+    async def put(self, record: StepRecord) -> StepRecord:
+        return self._records.setdefault(record.key, record)
+
+
 class InMemoryStore:
     def __init__(self) -> None:
         self.executions = InMemoryExecutionStore()
         self.decisions = InMemoryDecisionClaims()
         self.sent_commands = InMemorySentCommands()
+        self.steps = InMemoryStepStore()
+        self.attempts = InMemoryAttemptLedger()
+        self.agent_versions = InMemoryAgentVersions()
 
     async def ensure_indexes(self) -> None:
         return None

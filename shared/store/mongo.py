@@ -20,8 +20,10 @@ from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from shared.domain.execution import Execution, ExecutionStatus
 from shared.errors import RetryableError
+from shared.store.agent_versions import MongoAgentVersions
+from shared.store.attempts import MongoAttemptLedger
 from shared.store.cursor import decode_cursor, encode_cursor
-from shared.store.ports import Claim, Page
+from shared.store.ports import Claim, Page, StepRecord
 
 Document = dict[str, Any]
 
@@ -216,6 +218,58 @@ class MongoSentCommands:
         )
 
 
+class MongoStepStore:
+    """One document per durable step, ``_id`` = the step's key.
+
+    ``put`` is an insert under that unique ``_id``: the only write FerretDB makes atomic, so of
+    concurrent writers of one key exactly one stores its record and the others read it back.
+    """
+
+    def __init__(self, database: AsyncDatabase[Document]) -> None:
+        self._collection = database["steps"]
+
+    async def ensure_indexes(self) -> None:
+        await self._collection.create_index([("execution_id", ASCENDING)], name="by_execution")
+
+    async def load(self, execution_id: str) -> dict[str, StepRecord]:
+        found = self._collection.find({"execution_id": execution_id})
+        return {str(d["_id"]): _step_from_document(d) async for d in found}
+
+    async def put(self, record: StepRecord) -> StepRecord:
+        try:
+            await self._collection.insert_one(_step_document(record))
+            return record
+        except DuplicateKeyError:
+            stored = await self._collection.find_one({"_id": record.key})
+            if stored is None:  # steps are never deleted: a bug, not a race
+                raise
+            return _step_from_document(stored)
+
+
+def _step_document(record: StepRecord) -> Document:
+    return {
+        "_id": record.key,
+        "execution_id": record.execution_id,
+        "name": record.name,
+        "result": record.result,
+        "epoch": record.epoch,
+        "attempt": record.attempt,
+        "created_at": record.created_at,
+    }
+
+
+def _step_from_document(document: Document) -> StepRecord:
+    return StepRecord(
+        key=str(document["_id"]),
+        execution_id=str(document["execution_id"]),
+        name=str(document["name"]),
+        result=str(document["result"]),
+        epoch=int(document["epoch"]),
+        attempt=int(document["attempt"]),
+        created_at=document["created_at"],
+    )
+
+
 class MongoStore:
     def __init__(self, client: AsyncMongoClient[Document], database_name: str) -> None:
         self._client = client
@@ -224,6 +278,9 @@ class MongoStore:
         self.executions = MongoExecutionStore(database)
         self.decisions = MongoDecisionClaims(database)
         self.sent_commands = MongoSentCommands(database)
+        self.steps = MongoStepStore(database)
+        self.attempts = MongoAttemptLedger(database)
+        self.agent_versions = MongoAgentVersions(database)
 
     @classmethod
     def connect(cls, uri: str, database_name: str, *, timeout_ms: int = 5_000) -> MongoStore:
@@ -239,6 +296,8 @@ class MongoStore:
 
     async def ensure_indexes(self) -> None:
         await self.executions.ensure_indexes()
+        await self.steps.ensure_indexes()
+        await self.attempts.ensure_indexes()
 
     async def ping(self) -> None:
         try:

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Protocol
 
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+
 from shared.domain.execution import Execution, ExecutionStatus
+from shared.events import utc_now
+from shared.store.agent_versions import AgentVersions
+from shared.store.attempts import AttemptLedger
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,44 @@ class SentCommands(Protocol):
         ...
 
 
+class StepRecord(BaseModel):
+    """The cached result of one durable step (see shared/steps.py)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    """The step's idempotency key; unique across all executions."""
+    execution_id: str
+    name: str
+    """The step's name, for humans."""
+    result: str
+    """The step's return value as JSON text, encoded with the step's return type."""
+    epoch: int
+    """Dispatch epoch of the attempt that ran the step."""
+    attempt: int
+    """Attempt number within that epoch."""
+    created_at: AwareDatetime = Field(default_factory=utc_now, validate_default=True)
+
+    @field_validator("created_at")
+    @classmethod
+    def _millisecond_precision(cls, value: datetime) -> datetime:
+        # BSON dates hold milliseconds in UTC: normalising here makes a record read back from
+        # MongoDB equal to the one that was written.
+        return value.astimezone(UTC).replace(microsecond=value.microsecond // 1000 * 1000)
+
+
+class StepStore(Protocol):
+    async def load(self, execution_id: str) -> dict[str, StepRecord]:
+        """All of an execution's steps, keyed by key, in one query."""
+        ...
+
+    async def put(self, record: StepRecord) -> StepRecord:
+        """Insert unless a step with this key exists; return the stored record. The first
+        writer wins: of concurrent puts of one key every caller gets the same record, and a
+        stored record is never overwritten."""
+        ...
+
+
 class Store(Protocol):
     """Everything a service needs from the database, created and closed in its lifespan."""
 
@@ -79,6 +123,15 @@ class Store(Protocol):
 
     @property
     def sent_commands(self) -> SentCommands: ...
+
+    @property
+    def steps(self) -> StepStore: ...
+
+    @property
+    def attempts(self) -> AttemptLedger: ...
+
+    @property
+    def agent_versions(self) -> AgentVersions: ...
 
     async def ensure_indexes(self) -> None: ...
 

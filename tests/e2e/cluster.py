@@ -66,18 +66,39 @@ class Cluster:
             timeout=60,
         )
 
-    def start(self, *services: str) -> None:
+    def start(self, *services: str, env: dict[str, str] | None = None) -> None:
+        """Start one more process of each service (a replica if one runs already)."""
         for service in services or SERVICES:
             index = len(self.processes[service])
             log = (self.workdir / f"{service}-{index}.log").open("ab")
             process = subprocess.Popen(
                 [sys.executable, "-m", "interlock.cli", "service", service],
-                env=self.env,
+                env={**self.env, **(env or {})},
                 cwd=REPO,
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
             self.processes[service].append(process)
+
+    def restart_dead(self) -> list[str]:
+        """Start again every process that exited (as Kubernetes would), without extra env."""
+        restarted = []
+        for service, processes in self.processes.items():
+            for i, process in enumerate(processes):
+                if process.poll() is not None:
+                    log = (self.workdir / f"{service}-{i}.log").open("ab")
+                    processes[i] = subprocess.Popen(
+                        [sys.executable, "-m", "interlock.cli", "service", service],
+                        env=self.env,
+                        cwd=REPO,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                    )
+                    restarted.append(service)
+        return restarted
+
+    def send_signal(self, service: str, sig: int, index: int = 0) -> None:
+        self.processes[service][index].send_signal(sig)
 
     def stop(self, *services: str, sig: int = signal.SIGTERM, timeout: float = 20) -> None:
         for service in services or SERVICES:

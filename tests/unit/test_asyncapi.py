@@ -117,7 +117,7 @@ def test_nested_schemas_are_components(document: dict[str, Any]) -> None:
     resume = schemas["ResumeInstruction"]["properties"]
     assert {"decision", "reviewer_notes", "interrupt_ids"} <= set(resume)
     assert schemas["DispatchKind"]["enum"] == ["start", "resume"]
-    assert set(schemas["ReportOutcome"]["enum"]) == {"started", "completed", "failed"}
+    assert set(schemas["ReportOutcome"]["enum"]) == {"started", "completed", "failed", "refused"}
 
 
 def test_messages_are_keyed_and_json(document: dict[str, Any]) -> None:

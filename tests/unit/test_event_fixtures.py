@@ -42,6 +42,7 @@ EXPECTED: dict[str, type[BaseModel]] = {
     "execution.reported.v1.started.json": ExecutionReported,
     "execution.reported.v1.completed.json": ExecutionReported,
     "execution.reported.v1.failed.json": ExecutionReported,
+    "execution.reported.v1.refused.json": ExecutionReported,
     "execution.status.v1.json": ExecutionStatusChanged,
     "message.dead_lettered.v1.json": MessageDeadLettered,
 }

@@ -1,0 +1,298 @@
+"""The replay guarantee end to end: side effects happen once across suspensions, crashes,
+redelivery, zombies and agent upgrades. Four service processes (two sandbox replicas where it
+matters), real Kafka, FerretDB, and a loopback effects service that records every call with its
+idempotency key."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+
+from tests.e2e.cluster import Cluster, free_port
+from tests.e2e.conftest import Api
+from tests.eventually import eventually
+
+pytestmark = pytest.mark.e2e
+
+
+class Effects:
+    """The effects service, run as its own process."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.e2e.effects_server", str(self.port)],
+            cwd=Path(__file__).resolve().parents[2],
+        )
+
+    async def wait_ready(self) -> None:
+        async def up() -> bool:
+            try:
+                async with httpx.AsyncClient() as client:
+                    return (await client.get(f"{self.url}/calls")).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        await eventually(up, bool, timeout=15, what="the effects service")
+
+    async def calls(self) -> list[dict[str, Any]]:
+        async with httpx.AsyncClient() as client:
+            return list((await client.get(f"{self.url}/calls")).json()["calls"])
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def effects() -> Iterator[Effects]:
+    service = Effects()
+    try:
+        yield service
+    finally:
+        service.stop()
+
+
+@pytest.fixture
+async def replay_cluster(
+    kafka_bootstrap: str,
+    mongodb_uri: str,
+    tmp_path: Path,
+    effects: Effects,
+    request: pytest.FixtureRequest,
+) -> AsyncIterator[Cluster]:
+    """A fresh cluster per test, with two sandbox replicas; faults from the test's marker."""
+    await effects.wait_ready()
+    marker = request.node.get_closest_marker("faults")
+    faults = marker.args[0] if marker else None
+    cluster = Cluster(kafka=kafka_bootstrap, mongodb=mongodb_uri, workdir=tmp_path)
+    cluster.env["INTERLOCK_EFFECTS_URL"] = effects.url
+    # Kafka notices a dead or frozen consumer after the session timeout: keep it short here.
+    cluster.env["INTERLOCK_KAFKA_SESSION_TIMEOUT_MS"] = "6000"
+    cluster.create_topics()
+    sandbox_env = {}
+    if faults:
+        sandbox_env = {
+            "INTERLOCK_FAULTS": faults,
+            "INTERLOCK_FAULTS_ONCE_DIR": str(tmp_path / "faults"),
+        }
+    cluster.start("orchestrator", "notifier", "gateway")
+    cluster.start("sandbox", env=sandbox_env)
+    cluster.start("sandbox", env=sandbox_env)
+    try:
+        await cluster.wait_ready()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+async def client(replay_cluster: Cluster) -> AsyncIterator[Api]:
+    async with httpx.AsyncClient(base_url=replay_cluster.base_url, timeout=20) as http:
+        yield Api(http, project="proj-replay", workspace=f"ws-{uuid.uuid4().hex[:6]}")
+
+
+def per_key(calls: list[dict[str, Any]], execution_id: str) -> dict[str, Counter[bool]]:
+    keyed: dict[str, Counter[bool]] = {}
+    for call in calls:
+        if call["key"].startswith(execution_id):
+            keyed.setdefault(call["key"], Counter())[call["applied"]] += 1
+    return keyed
+
+
+async def run_outreach(api: Api, stages: int, *, timeout: float = 90) -> str:
+    """Invoke the outreach agent and approve every stage; return the execution id."""
+    response = await api.invoke("outreach", f"{stages} stages")
+    assert response.status_code == 202, response.text
+    execution_id = str(response.json()["execution_id"])
+    suspension = 0
+    for _ in range(stages):
+        body = await api.wait_for_suspension(execution_id, after=suspension, timeout=timeout)
+        suspension = body["suspension_id"]
+        assert (await api.resume(execution_id, {"decision": "approve"})).status_code == 202
+    done = await api.wait_for(execution_id, "completed", "error", timeout=timeout)
+    assert done["status"] == "completed", done
+    return execution_id
+
+
+async def test_an_email_sent_before_the_interrupt_is_not_sent_again(
+    client: Api, effects: Effects
+) -> None:
+    execution_id = await run_outreach(client, 1)
+    keyed = per_key(await effects.calls(), execution_id)
+    # Stage 1's email (before the interrupt) and the confirmation: two keys, each called once.
+    assert len(keyed) == 2
+    assert all(counts == Counter({True: 1}) for counts in keyed.values()), keyed
+
+
+async def test_three_suspensions_each_effect_once(client: Api, effects: Effects) -> None:
+    execution_id = await run_outreach(client, 3)
+    keyed = per_key(await effects.calls(), execution_id)
+    assert len(keyed) == 4  # three stage emails and the confirmation
+    assert all(counts == Counter({True: 1}) for counts in keyed.values()), keyed
+    audit = (await client.audit(execution_id)).json()["items"]
+    assert [a["to_status"] for a in audit if a["action"] == "transition"].count("suspended") == 3
+
+
+@pytest.mark.parametrize(
+    "point",
+    [
+        pytest.param("step.after_effect", marks=pytest.mark.faults("step.after_effect=crash")),
+        pytest.param("step.after_cache", marks=pytest.mark.faults("step.after_cache=crash")),
+        pytest.param(
+            "sandbox.before_report", marks=pytest.mark.faults("sandbox.before_report=crash")
+        ),
+    ],
+)
+async def test_sandbox_killed_at_each_point_another_replica_finishes(
+    point: str, client: Api, effects: Effects, replay_cluster: Cluster
+) -> None:
+    execution_id = await run_outreach(client, 1, timeout=120)
+    dead = [p for p in replay_cluster.processes["sandbox"] if p.poll() is not None]
+    assert len(dead) == 1 and dead[0].returncode == -signal.SIGKILL, f"{point} did not fire"
+    keyed = per_key(await effects.calls(), execution_id)
+    assert len(keyed) == 2
+    for key, counts in keyed.items():
+        assert counts[True] == 1, (key, counts)  # applied once, whatever the attempts
+
+
+@pytest.mark.faults("step.after_effect=stall")
+async def test_a_zombie_replica_is_fenced(
+    client: Api, effects: Effects, replay_cluster: Cluster
+) -> None:
+    response = await client.invoke("outreach", "1 stage")
+    execution_id = str(response.json()["execution_id"])
+    # One replica froze after sending the email; the other takes over and suspends.
+    await client.wait_for(execution_id, "suspended", timeout=120)
+    frozen = [i for i, p in enumerate(replay_cluster.processes["sandbox"]) if _is_stopped(p.pid)]
+    assert len(frozen) == 1, "the stall fault did not fire"
+    before = (await client.audit(execution_id)).json()["items"]
+    replay_cluster.send_signal("sandbox", signal.SIGCONT, frozen[0])
+    log = replay_cluster.workdir / f"sandbox-{frozen[0]}.log"
+    await eventually(
+        lambda: _read(log),
+        lambda text: "dispatch.fenced" in text,
+        timeout=30,
+        what="the zombie to be fenced",
+    )
+    after = (await client.audit(execution_id)).json()["items"]
+    assert after == before  # the zombie changed nothing: one lineage
+    assert (await client.resume(execution_id, {"decision": "approve"})).status_code == 202
+    done = await client.wait_for(execution_id, "completed", "error", timeout=60)
+    assert done["status"] == "completed"
+    keyed = per_key(await effects.calls(), execution_id)
+    assert all(counts[True] == 1 for counts in keyed.values()), keyed
+
+
+async def test_replaying_every_topic_from_the_start_changes_nothing(
+    client: Api, effects: Effects, replay_cluster: Cluster
+) -> None:
+    execution_id = await run_outreach(client, 2)
+    before_calls = await effects.calls()
+    before_audit = (await client.audit(execution_id)).json()["items"]
+    # New consumer groups read every topic from the earliest offset: every event is redelivered.
+    replay_cluster.stop("orchestrator", "sandbox", "notifier")
+    replay_cluster.env["INTERLOCK_CONSUMER_GROUP_PREFIX"] += "-replay"
+    replay_cluster.start("orchestrator", "sandbox", "notifier")
+    await wait_caught_up(replay_cluster)
+    assert await effects.calls() == before_calls
+    assert (await client.audit(execution_id)).json()["items"] == before_audit
+    assert (await client.status_of(execution_id))["status"] == "completed"
+
+
+async def test_all_services_killed_with_twenty_in_flight(
+    client: Api, effects: Effects, replay_cluster: Cluster
+) -> None:
+    ids = []
+    for _ in range(20):
+        response = await client.invoke("outreach", "1 stage")
+        ids.append(str(response.json()["execution_id"]))
+    for execution_id in ids[:10]:
+        await client.wait_for(execution_id, "suspended", timeout=90)
+        await client.resume(execution_id, {"decision": "approve"})
+    replay_cluster.stop(sig=signal.SIGKILL)
+    replay_cluster.start("orchestrator", "notifier", "gateway")
+    replay_cluster.start("sandbox")
+    replay_cluster.start("sandbox")
+    await replay_cluster.wait_ready()
+    for execution_id in ids:
+        body = await client.wait_for(execution_id, "suspended", "completed", timeout=120)
+        if body["status"] == "suspended" and not body["decisions"]:
+            assert (await client.resume(execution_id, {"decision": "approve"})).status_code == 202
+    for execution_id in ids:
+        done = await client.wait_for(execution_id, "completed", "error", timeout=120)
+        assert done["status"] == "completed", done
+        keyed = per_key(await effects.calls(), execution_id)
+        assert len(keyed) == 2 and all(c[True] == 1 for c in keyed.values()), keyed
+
+
+async def wait_caught_up(cluster: Cluster, timeout: float = 90) -> None:
+    """Wait until every service's consumer group has committed the end of every topic: all
+    events were redelivered and handled."""
+    prefix = cluster.env["INTERLOCK_CONSUMER_GROUP_PREFIX"]
+    bootstrap = cluster.env["INTERLOCK_KAFKA_BOOTSTRAP_SERVERS"]
+    subscriptions = {
+        "orchestrator": [
+            "execution.requested",
+            "decision.submitted",
+            "execution.suspended",
+            "execution.reported",
+        ],
+        "sandbox": ["execution.dispatched"],
+        "notifier": ["execution.suspended", "execution.status"],
+    }
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+    await admin.start()
+    await consumer.start()
+    await consumer.topics()  # fetches the metadata that partitions_for_topic reads
+    try:
+
+        async def lag() -> int:
+            total = 0
+            for service, topics in subscriptions.items():
+                committed = await admin.list_consumer_group_offsets(f"{prefix}.{service}")
+                partitions = [
+                    TopicPartition(cluster.topic_prefix + topic, p)
+                    for topic in topics
+                    for p in consumer.partitions_for_topic(cluster.topic_prefix + topic) or set()
+                ]
+                ends = await consumer.end_offsets(partitions)
+                for tp, end in ends.items():
+                    done = committed.get(tp)
+                    total += end - (done.offset if done else 0)
+            return total
+
+        await eventually(
+            lag, lambda n: n == 0, timeout=timeout, what="the consumer groups to catch up"
+        )
+    finally:
+        await consumer.stop()
+        await admin.close()
+
+
+def _is_stopped(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("T")
+    except OSError:
+        return False
+
+
+async def _read(path: Path) -> str:
+    def read() -> str:
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    return await asyncio.to_thread(read)
