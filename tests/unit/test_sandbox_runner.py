@@ -1,0 +1,202 @@
+"""The sandbox's runner without I/O: durable tools, fenced attempts, refused upgrades."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode
+
+from services.orchestrator import state_machine as sm
+from services.sandbox.checkpointer import GuardedSaver
+from services.sandbox.runner import AgentRunner, Completed, GraphCache, Refused, Suspended
+from services.sandbox.tools import make_tools_durable
+from shared.agents import load_registry
+from shared.domain.execution import ExecutionStatus
+from shared.errors import Fenced
+from shared.events import (
+    AgentInput,
+    DispatchKind,
+    ExecutionDispatched,
+    ExecutionFailure,
+    ReportOutcome,
+    ResumeInstruction,
+)
+from shared.steps import StepRun, step_run
+from shared.store.memory import InMemoryStore
+from tests import factories as f
+
+SCOPE = {"project_id": "p", "workspace_id": "w"}
+
+
+async def test_a_tool_that_completed_is_not_run_again_when_its_node_runs_again() -> None:
+    """Two tool calls in one ToolNode: the first succeeds, the second fails once. Re-running the
+    node from the checkpoint serves the first from the cache (keyed by its tool call id)."""
+    calls = {"send_email": 0, "flaky": 0}
+
+    @tool
+    def send_email(to: str) -> str:
+        """Send an email."""
+        calls["send_email"] += 1
+        return f"sent to {to}"
+
+    @tool
+    def flaky(n: int) -> str:
+        """Fails the first time."""
+        calls["flaky"] += 1
+        if calls["flaky"] == 1:
+            raise ConnectionError("upstream hiccup")
+        return "ok"
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("tools", ToolNode([send_email, flaky], handle_tool_errors=False))
+    graph.add_edge(START, "tools")
+    compiled = graph.compile(checkpointer=InMemorySaver())
+    assert make_tools_durable(compiled) == 1
+    assert make_tools_durable(compiled) == 0  # idempotent
+
+    store = InMemoryStore()
+    config: Any = {"configurable": {"thread_id": "exec-tools"}}
+    request = AIMessage(
+        content="",
+        tool_calls=[
+            {"name": "send_email", "args": {"to": "a@example.com"}, "id": "call-1"},
+            {"name": "flaky", "args": {"n": 1}, "id": "call-2"},
+        ],
+    )
+    first = await StepRun.open(execution_id="exec-tools", epoch=1, attempt=1, store=store.steps)
+    with step_run(first), pytest.raises(ConnectionError):
+        await compiled.ainvoke({"messages": [request]}, config, durability="sync")
+    second = await StepRun.open(execution_id="exec-tools", epoch=1, attempt=2, store=store.steps)
+    with step_run(second):
+        result = await compiled.ainvoke(None, config, durability="sync")
+    assert calls == {"send_email": 1, "flaky": 2}
+    contents = sorted(m.content for m in result["messages"][1:])
+    assert contents == ["ok", "sent to a@example.com"]
+    assert {r.name for r in (await store.steps.load("exec-tools")).values()} == {
+        "tool:send_email",
+        "tool:flaky",
+    }
+
+
+def registry_file(tmp_path: Path, extra: str) -> Path:
+    path = tmp_path / "agents.toml"
+    path.write_text(
+        '[agents.refund-approval]\nfactory = "agents.refund_approval:build_graph"\n' + extra
+    )
+    return path
+
+
+def runner_for(
+    tmp_path: Path, extra: str, store: InMemoryStore, saver: InMemorySaver | None = None
+) -> AgentRunner:
+    graphs = GraphCache(
+        load_registry(registry_file(tmp_path, extra)),
+        GuardedSaver(saver or InMemorySaver(), max_checkpoint_bytes=1_000_000),
+    )
+    return AgentRunner(
+        graphs,
+        steps=store.steps,
+        attempts=store.attempts,
+        run_timeout_seconds=30,
+        max_step_result_bytes=100_000,
+    )
+
+
+def start(epoch: int = 1) -> ExecutionDispatched:
+    return ExecutionDispatched(
+        execution_id="exec-r",
+        agent="refund-approval",
+        epoch=epoch,
+        kind=DispatchKind.START,
+        input=AgentInput(message="CLM-4821"),
+        **SCOPE,
+    )
+
+
+def resume(interrupt_id: str, fingerprint: str | None) -> ExecutionDispatched:
+    instruction = ResumeInstruction(
+        suspension_id=1,
+        interrupt_ids=[interrupt_id],
+        decision="approve",
+        agent_fingerprint=fingerprint,
+    )
+    return ExecutionDispatched(
+        execution_id="exec-r",
+        agent="refund-approval",
+        epoch=2,
+        kind=DispatchKind.RESUME,
+        resume=instruction,
+        **SCOPE,
+    )
+
+
+@pytest.mark.parametrize(
+    ("now", "outcome"),
+    [
+        ('version = "v2"\n', Refused),
+        ('version = "v2"\ncompatible_with = ["v1"]\n', Completed),
+        ('version = "v1"\n', Completed),
+    ],
+)
+async def test_resume_under_other_agent_code_is_refused_unless_declared_compatible(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    now: str,
+    outcome: type,
+) -> None:
+    monkeypatch.setenv("INTERLOCK_AGENT_LEDGER", str(tmp_path / "ledger.jsonl"))
+    store = InMemoryStore()
+    (tmp_path / "v1").mkdir()
+    (tmp_path / "now").mkdir()
+    # One database for both deployments: the upgraded sandbox reads the v1 checkpoint.
+    saver = InMemorySaver()
+    v1 = runner_for(tmp_path / "v1", 'version = "v1"\n', store, saver)
+    suspended, _ = await v1.run(start())
+    assert isinstance(suspended, Suspended) and suspended.agent_fingerprint == "v1"
+    upgraded = runner_for(tmp_path / "now", now, store, saver)
+    result, _ = await upgraded.run(resume(suspended.interrupts[0].interrupt_id, "v1"))
+    assert isinstance(result, outcome), result
+    if isinstance(result, Refused):
+        assert "v1" in result.message and "v2" in result.message
+
+
+async def test_a_superseded_attempt_is_fenced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("INTERLOCK_AGENT_LEDGER", str(tmp_path / "ledger.jsonl"))
+    store = InMemoryStore()
+    runner = runner_for(tmp_path, "", store)
+    outcome, attempt = await runner.run(start())
+    assert isinstance(outcome, Suspended) and attempt is not None and attempt.number == 1
+    await runner.ensure_current(attempt)
+    await store.attempts.begin("exec-r", 1)  # another replica took the dispatch over
+    with pytest.raises(Fenced):
+        await runner.ensure_current(attempt)
+
+
+def test_a_refused_resume_suspends_again_as_a_new_suspension() -> None:
+    dispatched = sm.on_requested(f.pending(), f.requested()).execution
+    suspended = sm.on_suspended(dispatched, f.suspended_event(dispatched)).execution
+    resumed = sm.on_decision(suspended, f.decision(suspended)).execution
+    assert resumed.status is ExecutionStatus.RESUMING and resumed.epoch == 2
+    refusal = f.report(
+        resumed,
+        ReportOutcome.REFUSED,
+        error=ExecutionFailure(error_type="AgentVersionChanged", message="code changed: v1 -> v2"),
+    )
+    outcome = sm.on_refused(resumed, refusal)
+    again = outcome.execution
+    assert again.status is ExecutionStatus.SUSPENDED
+    assert again.suspension is not None and again.suspension.suspension_id == 2
+    assert suspended.suspension is not None
+    assert again.suspension.interrupt_ids == suspended.suspension.interrupt_ids
+    assert outcome.transitions[0].reason == "code changed: v1 -> v2"
+    # A stale refusal (another epoch) changes nothing.
+    stale = refusal.model_copy(update={"epoch": 1})
+    assert sm.on_refused(resumed, stale).ignored
