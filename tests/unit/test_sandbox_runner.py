@@ -14,7 +14,7 @@ from langgraph.prebuilt import ToolNode
 
 from services.orchestrator import state_machine as sm
 from services.sandbox.checkpointer import GuardedSaver
-from services.sandbox.runner import AgentRunner, Completed, GraphCache, Refused, Suspended
+from services.sandbox.runner import AgentRunner, Completed, Failed, GraphCache, Refused, Suspended
 from services.sandbox.tools import make_tools_durable
 from shared.agents import load_registry
 from shared.domain.execution import ExecutionStatus
@@ -200,3 +200,25 @@ def test_a_refused_resume_suspends_again_as_a_new_suspension() -> None:
     # A stale refusal (another epoch) changes nothing.
     stale = refusal.model_copy(update={"epoch": 1})
     assert sm.on_refused(resumed, stale).ignored
+
+
+async def test_a_checkpoint_over_the_budget_fails_the_run_with_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("INTERLOCK_AGENT_LEDGER", str(tmp_path / "ledger.jsonl"))
+    store = InMemoryStore()
+    graphs = GraphCache(
+        load_registry(registry_file(tmp_path, "")),
+        GuardedSaver(InMemorySaver(), max_checkpoint_bytes=2_000),
+    )
+    runner = AgentRunner(
+        graphs,
+        steps=store.steps,
+        attempts=store.attempts,
+        run_timeout_seconds=30,
+        max_step_result_bytes=100,
+    )
+    big = start().model_copy(update={"input": AgentInput(message="CLM-4821 " + "x" * 5_000)})
+    outcome, _ = await runner.run(big)
+    assert isinstance(outcome, Failed) and outcome.error_type == "CheckpointTooLarge"
+    assert "over the budget of 2000 bytes" in outcome.message
