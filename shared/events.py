@@ -102,6 +102,71 @@ class ExecutionScope(EventModel):
     workspace_id: Identifier
 
 
+# --- reviews: what a suspension asks, what a reviewer answers -------------------------------
+
+
+class ActionReview(BaseModel):
+    """One tool call waiting for review."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    name: str
+    args: dict[str, Any]
+    description: str | None = None
+    allowed_decisions: list[str]
+    args_schema: dict[str, Any] | None = None
+    """JSON schema an edit's args must fit (the tool's own), when known."""
+
+
+class InterruptReview(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    interrupt_id: str
+    kind: Literal["decision", "actions"]
+    mode: Literal["batched", "per_call"] | None = None
+    """For action interrupts: how the agent expects the answer."""
+    actions: list[ActionReview] = Field(default_factory=list)
+    allowed_decisions: list[str] = Field(default_factory=list)
+    """For decision interrupts: the agent's declared decisions (empty: any)."""
+
+
+class ToolRule(BaseModel):
+    """A tool of the agent: its review policy and argument schema, for checking edits that
+    rename a call to another tool."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    allowed_decisions: list[str] | None
+    """None: the tool runs without review."""
+    args_schema: dict[str, Any] | None = None
+
+
+class EditedAction(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    name: str = Field(min_length=1, max_length=256)
+    args: dict[str, Any]
+
+
+class ActionDecision(BaseModel):
+    """One decision of LangChain's list (the resume body's ``decisions`` items)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    type: Literal["approve", "edit", "reject", "respond"]
+    edited_action: EditedAction | None = None
+    message: str | None = Field(default=None, max_length=100_000)
+
+    def for_agent(self) -> dict[str, Any]:
+        """The decision as LangChain's middleware expects it."""
+        if self.type == "edit":
+            assert self.edited_action is not None
+            return {"type": "edit", "edited_action": self.edited_action.model_dump()}
+        if self.type in ("reject", "respond") and self.message is not None:
+            return {"type": self.type, "message": self.message}
+        return {"type": self.type}
+
+
 # --- inputs from the outside world (gateway or any producer) ---------------------------------
 
 
@@ -122,9 +187,20 @@ class DecisionSubmitted(ExecutionScope):
     producer omits it, the event_id stands in, so a redelivered message keeps its identity."""
     suspension_id: int | None = Field(default=None, ge=1)
     """Which suspension this answers; ``None`` means the current one."""
-    decision: str = Field(min_length=1, max_length=256)
+    decision: str | None = Field(default=None, min_length=1, max_length=256)
+    """The Atlas form: one decision word, e.g. ``approve``."""
+    decisions: list[ActionDecision] | None = Field(default=None, max_length=1_000)
+    """LangChain's form: one decision per pending action, in order."""
+    interrupt_id: str | None = Field(default=None, max_length=256)
+    """Which pending interrupt this answers; needed when several are pending."""
     reviewer_notes: str | None = Field(default=None, max_length=10_000)
     reviewer: str | None = Field(default=None, max_length=256)
+
+    @model_validator(mode="after")
+    def _one_form(self) -> DecisionSubmitted:
+        if (self.decision is None) == (self.decisions is None):
+            raise ValueError("give exactly one of 'decision' or 'decisions'")
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -153,10 +229,15 @@ class ResumeInstruction(BaseModel):
     agent_fingerprint: str | None = None
     """The agent version the suspension was taken with: the sandbox refuses to resume it under
     another unless the agent declares that version compatible."""
+    values: dict[str, Any] | None = None
+    """What ``interrupt(...)`` returns, per answered interrupt id. Absent in older commands:
+    then every listed interrupt gets the Atlas shape."""
 
-    def resume_value(self) -> JsonObject:
-        """What ``interrupt(...)`` returns inside the agent (the Atlas flat decision shape)."""
-        return {"decision": self.decision, "reviewer_notes": self.reviewer_notes}
+    def resume_values(self) -> dict[str, Any]:
+        if self.values is not None:
+            return dict(self.values)
+        flat = {"decision": self.decision, "reviewer_notes": self.reviewer_notes}
+        return {interrupt_id: flat for interrupt_id in self.interrupt_ids}
 
 
 class ExecutionDispatched(ExecutionScope):
@@ -192,6 +273,10 @@ class ExecutionSuspended(ExecutionScope):
     suspended_at: AwareDatetime = Field(default_factory=utc_now)
     agent_fingerprint: str | None = None
     """The version of the agent's code that suspended; a resume under another is refused."""
+    reviews: list[InterruptReview] = Field(default_factory=list)
+    """What each pending interrupt asks of a reviewer (one decision, or decisions on actions)."""
+    tools: dict[str, ToolRule] = Field(default_factory=dict)
+    """The agent's tools and their review policies, to check edits that rename a call."""
 
 
 class ReportOutcome(StrEnum):

@@ -13,12 +13,14 @@ import json
 import uuid
 
 import structlog
+from pydantic import BaseModel
 
 from shared.agents import AgentRegistry
 from shared.bus import EventPublisher
-from shared.domain.decisions import canonical_decision, check_agent_version
+from shared.domain.decisions import check_agent_version, resolve_decision
 from shared.domain.execution import Execution, ExecutionStatus, new_pending_execution
-from shared.events import AgentInput, DecisionSubmitted, ExecutionRequested
+from shared.domain.review import Resolution
+from shared.events import ActionDecision, AgentInput, DecisionSubmitted, ExecutionRequested
 from shared.store.ports import Claim, Page, Store
 from shared.topics import Topics
 
@@ -44,7 +46,19 @@ class ExecutionNotFound(Exception):
 
 
 class DecisionConflict(Exception):
-    pass
+    def __init__(self, message: str, winner: DecisionSubmitted) -> None:
+        super().__init__(message)
+        self.winner = winner
+
+
+class ReviewAnswer(BaseModel):
+    """A reviewer's answer as the API takes it (see services/gateway/schemas.ResumeRequest)."""
+
+    decision: str | None = None
+    decisions: list[ActionDecision] | None = None
+    interrupt_id: str | None = None
+    generation: int | None = None
+    reviewer_notes: str | None = None
 
 
 def execution_id_for(project_id: str, workspace_id: str, idempotency_key: str | None) -> str:
@@ -132,14 +146,21 @@ class Intake:
         project_id: str,
         workspace_id: str,
         execution_id: str,
-        decision: str,
-        reviewer_notes: str | None,
+        answer: ReviewAnswer,
         reviewer: str | None,
-    ) -> DecisionSubmitted:
+    ) -> tuple[DecisionSubmitted, Resolution]:
         """Validate, claim the suspension's decision and publish it. Raises ExecutionNotFound,
-        DecisionError (not suspended / not allowed) or DecisionConflict."""
+        DecisionError (not suspended, stale, not allowed, invalid, agent changed) or
+        DecisionConflict; nothing is stored or published unless the answer is valid."""
         execution = await self.get(project_id, workspace_id, execution_id)
-        canonical = canonical_decision(execution, decision, None)
+        resolution = resolve_decision(
+            execution,
+            decision=answer.decision,
+            decisions=answer.decisions,
+            reviewer_notes=answer.reviewer_notes,
+            interrupt_id=answer.interrupt_id,
+            suspension_id=answer.generation,
+        )
         check_agent_version(execution, await self._store.agent_versions.get(execution.agent))
         assert execution.suspension is not None
         suspension_id = execution.suspension.suspension_id
@@ -149,8 +170,10 @@ class Intake:
             project_id=project_id,
             workspace_id=workspace_id,
             suspension_id=suspension_id,
-            decision=canonical,
-            reviewer_notes=reviewer_notes,
+            decision=resolution.summary if answer.decisions is None else None,
+            decisions=answer.decisions,
+            interrupt_id=answer.interrupt_id,
+            reviewer_notes=answer.reviewer_notes,
             reviewer=reviewer,
         )
         holder = await self._store.decisions.claim(
@@ -161,9 +184,13 @@ class Intake:
             # publishing it again is harmless (the orchestrator applies a decision once).
             winner = DecisionSubmitted.model_validate_json(holder.payload)
             await self._publisher.publish(winner, self._topics.decisions, key=execution_id)
+            said = winner.decision or ", ".join(d.type for d in winner.decisions or [])
+            who = winner.reviewer or "an anonymous reviewer"
             raise DecisionConflict(
-                f"suspension {suspension_id} already has a decision ({winner.decision})"
+                f"suspension {suspension_id} already has a decision: {said}"
+                f" (decision {winner.decision_id}, by {who})",
+                winner,
             )
         await self._publisher.publish(event, self._topics.decisions, key=execution_id)
-        log.info("decision.accepted", execution_id=execution_id, decision=canonical)
-        return event
+        log.info("decision.accepted", execution_id=execution_id, decision=resolution.summary)
+        return event, resolution

@@ -13,6 +13,7 @@ from services.gateway.intake import (
     ExecutionNotFound,
     IdempotencyKeyReused,
     Intake,
+    ReviewAnswer,
     UnknownAgent,
 )
 from services.gateway.problems import Problem
@@ -31,6 +32,7 @@ from shared.agents import AgentRegistry
 from shared.domain.decisions import (
     AgentVersionChanged,
     DecisionNotAllowed,
+    InvalidDecision,
     NotSuspended,
     StaleSuspension,
 )
@@ -172,17 +174,19 @@ def build_router(intake: Intake, registry: AgentRegistry) -> APIRouter:
         execution_id: Identifier,
         workspace_id: WorkspaceQuery,
         raw: Annotated[Any, Body(include_in_schema=False)] = None,
+        x_interlock_reviewer: Annotated[str | None, Header(max_length=256)] = None,
     ) -> ResumeAccepted:
-        """Submit the reviewer's decision for a suspended execution (the flat Atlas body)."""
+        """Submit the reviewer's decision for a suspended execution: the flat Atlas body, or
+        LangChain's ``decisions`` list for action suspensions (see ResumeRequest)."""
         body = parse_resume_body(raw)
+        answer = ReviewAnswer(**body.model_dump())
         try:
-            event = await intake.decide(
+            event, resolution = await intake.decide(
                 project_id=project_id,
                 workspace_id=workspace_id,
                 execution_id=execution_id,
-                decision=body.decision,
-                reviewer_notes=body.reviewer_notes,
-                reviewer=None,
+                answer=answer,
+                reviewer=x_interlock_reviewer,
             )
         except ExecutionNotFound as exc:
             raise _not_found(execution_id) from exc
@@ -194,6 +198,8 @@ def build_router(intake: Intake, registry: AgentRegistry) -> APIRouter:
                 str(exc),
                 allowed_decisions=exc.allowed,
             ) from exc
+        except InvalidDecision as exc:
+            raise Problem(400, "invalid-decision", "Invalid decision", str(exc)) from exc
         except AgentVersionChanged as exc:
             raise Problem(
                 409,
@@ -203,13 +209,31 @@ def build_router(intake: Intake, registry: AgentRegistry) -> APIRouter:
                 suspended_with=exc.suspended_with,
                 current=exc.current,
             ) from exc
-        except (NotSuspended, StaleSuspension) as exc:
+        except StaleSuspension as exc:
+            raise Problem(409, "stale-generation", "Stale generation", str(exc)) from exc
+        except NotSuspended as exc:
             raise Problem(409, "not-suspended", "Execution is not suspended", str(exc)) from exc
         except DecisionConflict as exc:
-            raise Problem(409, "decision-conflict", "Decision already submitted", str(exc)) from exc
+            winner = exc.winner
+            raise Problem(
+                409,
+                "decision-conflict",
+                "Decision already submitted",
+                str(exc),
+                winning_decision={
+                    "decision_id": winner.decision_id,
+                    "decision": winner.decision,
+                    "decisions": [d.model_dump() for d in winner.decisions or []] or None,
+                    "reviewer": winner.reviewer,
+                },
+            ) from exc
         assert event.suspension_id is not None
         return ResumeAccepted(
-            execution_id=execution_id, suspension_id=event.suspension_id, decision=event.decision
+            execution_id=execution_id,
+            suspension_id=event.suspension_id,
+            generation=event.suspension_id,
+            decision=resolution.summary,
+            interrupt_id=next(iter(resolution.values)),
         )
 
     return router

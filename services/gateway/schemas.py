@@ -7,8 +7,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from shared.domain.decisions import reviews_of
 from shared.domain.execution import AuditEntry, Execution, ExecutionStatus
-from shared.events import AgentInput, ChatMessage, Identifier
+from shared.events import ActionDecision, AgentInput, ChatMessage, Identifier, InterruptReview
 
 
 class InvokeRequest(BaseModel):
@@ -37,18 +38,39 @@ class InvokeAccepted(BaseModel):
 
 
 class ResumeRequest(BaseModel):
-    """The Atlas flat body. Nesting under ``human_review`` is rejected with 400."""
+    """The resume body, flat. Either the Atlas form, ``{"decision": "approve",
+    "reviewer_notes": "..."}``, or LangChain's decision list for action suspensions,
+    ``{"decisions": [{"type": "approve"}, {"type": "edit", "edited_action": {...}}, ...]}``, one
+    per pending action in order. ``interrupt_id`` names the interrupt answered when several are
+    pending; ``generation`` (the execution's current one) guards against answering a suspension
+    that has moved on. Nesting under ``human_review`` is rejected with 400."""
 
     model_config = ConfigDict(extra="forbid")
 
-    decision: str = Field(min_length=1, max_length=256)
+    decision: str | None = Field(default=None, min_length=1, max_length=256)
+    decisions: list[ActionDecision] | None = Field(default=None, min_length=1, max_length=1_000)
+    interrupt_id: str | None = Field(default=None, min_length=1, max_length=256)
+    generation: int | None = Field(default=None, ge=1)
     reviewer_notes: str | None = Field(default=None, max_length=10_000)
+
+    @model_validator(mode="after")
+    def _one_form(self) -> ResumeRequest:
+        if self.decision is None and self.decisions is None:
+            raise ValueError(
+                "'decision' is required (or 'decisions', one per pending action, in order)"
+            )
+        if self.decision is not None and self.decisions is not None:
+            raise ValueError("send either 'decision' or 'decisions', not both")
+        return self
 
 
 class ResumeAccepted(BaseModel):
     execution_id: str
     suspension_id: int
+    generation: int
     decision: str
+    """The decision word, or the action decisions' types in order."""
+    interrupt_id: str | None = None
     status: str = "accepted"
 
 
@@ -58,6 +80,9 @@ class DecisionView(BaseModel):
     reviewer_notes: str | None
     reviewer: str | None
     decided_at: datetime
+    decisions: list[ActionDecision] | None = None
+    interrupt_id: str | None = None
+    edits: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class ExecutionView(BaseModel):
@@ -72,6 +97,10 @@ class ExecutionView(BaseModel):
     suspend_context: dict[str, Any] | None = None
     allowed_decisions: list[str] | None = None
     suspension_id: int | None = None
+    generation: int | None = None
+    """The current suspension's number: send it back as ``generation`` on resume."""
+    reviews: list[InterruptReview] | None = None
+    """What each pending interrupt asks: one decision, or a decision per action."""
     suspended_at: datetime | None = None
     result: Any = None
     error: dict[str, str] | None = None
@@ -89,7 +118,8 @@ class ExecutionView(BaseModel):
             created_at=execution.created_at,
             updated_at=execution.updated_at,
             decisions=[
-                DecisionView(**d.model_dump(exclude={"decision_id"})) for d in execution.decisions
+                DecisionView(**d.model_dump(exclude={"decision_id", "values"}))
+                for d in execution.decisions
             ],
         )
         suspension = execution.suspension
@@ -97,6 +127,8 @@ class ExecutionView(BaseModel):
             view.suspend_context = suspension.suspend_context
             view.allowed_decisions = suspension.allowed_decisions
             view.suspension_id = suspension.suspension_id
+            view.generation = suspension.suspension_id
+            view.reviews = reviews_of(execution)
             view.suspended_at = suspension.suspended_at
         if execution.status is ExecutionStatus.COMPLETED:
             view.result = execution.result

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from shared.domain.decisions import DecisionError, canonical_decision
+from shared.domain.decisions import DecisionError, resolve_decision
 from shared.domain.execution import (
     AuditEntry,
     Decision,
@@ -187,6 +187,8 @@ def on_suspended(execution: Execution, event: ExecutionSuspended) -> Outcome:
         interrupt_ids=[i.interrupt_id for i in event.interrupts],
         suspended_at=event.suspended_at,
         agent_fingerprint=event.agent_fingerprint,
+        reviews=event.reviews,
+        tools=event.tools,
     )
     walk.to(
         S.SUSPENDED,
@@ -262,21 +264,37 @@ def on_decision(execution: Execution, event: DecisionSubmitted) -> Outcome:
         return Outcome(execution, ignored="decision already applied")
     if _answers_suspension_in_flight(execution, event) and parked is None:
         assert event.suspension_id is not None
-        record = _decision_record(event, event.decision, event.suspension_id)
+        record = _decision_record(event, _describe(event), event.suspension_id)
         entry = AuditEntry(
             actor=event.reviewer or "producer",
             action="decision.parked",
-            reason=f"{event.decision!r} for suspension {event.suspension_id}, not yet recorded",
+            reason=f"{_describe(event)!r} for suspension {event.suspension_id}, not yet recorded",
             event_id=event.event_id,
         )
         parked_now = with_audit(execution, entry).model_copy(update={"parked_decision": record})
         return Outcome(parked_now, claim=event.suspension_id)
-    decision = canonical_decision(execution, event.decision, event.suspension_id)
-    assert execution.suspension is not None  # canonical_decision checked it
+    resolution = resolve_decision(
+        execution,
+        decision=event.decision,
+        decisions=event.decisions,
+        reviewer_notes=event.reviewer_notes,
+        interrupt_id=event.interrupt_id,
+        suspension_id=event.suspension_id,
+    )
+    assert execution.suspension is not None  # resolve_decision checked it
     suspension_id = execution.suspension.suspension_id
+    record = _decision_record(event, resolution.summary, suspension_id).model_copy(
+        update={"values": resolution.values, "edits": resolution.edits}
+    )
     walk = _Walk(execution)
-    _resume(walk, _decision_record(event, decision, suspension_id), event.event_id)
+    _resume(walk, record, event.event_id)
     return Outcome(walk.execution, walk.transitions, claim=suspension_id)
+
+
+def _describe(event: DecisionSubmitted) -> str:
+    if event.decision is not None:
+        return event.decision
+    return ", ".join(d.type for d in event.decisions or [])
 
 
 def _answers_suspension_in_flight(execution: Execution, event: DecisionSubmitted) -> bool:
@@ -289,6 +307,8 @@ def _decision_record(event: DecisionSubmitted, decision: str, suspension_id: int
         decision_id=event.decision_id,
         suspension_id=suspension_id,
         decision=decision,
+        decisions=event.decisions,
+        interrupt_id=event.interrupt_id,
         reviewer_notes=event.reviewer_notes,
         reviewer=event.reviewer,
     )
@@ -318,11 +338,25 @@ def _settle_parked(walk: _Walk, event_id: str | None) -> None:
         and current.suspension_id == parked.suspension_id
     ):
         try:
-            decision = canonical_decision(walk.execution, parked.decision, parked.suspension_id)
+            resolution = resolve_decision(
+                walk.execution,
+                decision=parked.decision if parked.decisions is None else None,
+                decisions=parked.decisions,
+                reviewer_notes=parked.reviewer_notes,
+                interrupt_id=parked.interrupt_id,
+                suspension_id=parked.suspension_id,
+            )
         except DecisionError as exc:
             reason = str(exc)
         else:
-            _resume(walk, parked.model_copy(update={"decision": decision}), event_id)
+            applied = parked.model_copy(
+                update={
+                    "decision": resolution.summary,
+                    "values": resolution.values,
+                    "edits": resolution.edits,
+                }
+            )
+            _resume(walk, applied, event_id)
             return
     else:
         reason = f"the attempt ended {walk.execution.status.value} without suspending"
@@ -341,7 +375,7 @@ def rejected_decision(execution: Execution, event: DecisionSubmitted, reason: st
         AuditEntry(
             actor=event.reviewer or "producer",
             action="decision.rejected",
-            reason=f"{event.decision!r}: {reason}",
+            reason=f"{_describe(event)!r}: {reason}",
             event_id=event.event_id,
         ),
     )
@@ -365,13 +399,15 @@ def follow_ups(execution: Execution, *, causation_id: str | None) -> list[Execut
         return [ExecutionDispatched(kind=DispatchKind.START, input=execution.input, **common)]
     decision = execution.last_decision
     if execution.status is S.RESUMING and decision is not None and execution.suspension:
+        answered = list(decision.values) if decision.values else execution.suspension.interrupt_ids
         resume = ResumeInstruction(
             suspension_id=decision.suspension_id,
-            interrupt_ids=execution.suspension.interrupt_ids,
+            interrupt_ids=answered,
             decision=decision.decision,
             reviewer_notes=decision.reviewer_notes,
             reviewer=decision.reviewer,
             agent_fingerprint=execution.suspension.agent_fingerprint,
+            values=decision.values,
         )
         return [ExecutionDispatched(kind=DispatchKind.RESUME, resume=resume, **common)]
     return []

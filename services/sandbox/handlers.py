@@ -66,8 +66,10 @@ class Sandbox:
             log.warning("dispatch.fenced", reason=str(exc))
             return
         match outcome:
-            case Suspended(interrupts=interrupts, agent_fingerprint=fingerprint):
-                context, allowed = review_view(interrupts)
+            case Suspended(
+                interrupts=interrupts, agent_fingerprint=fingerprint, reviews=reviews, tools=tools
+            ):
+                context, allowed = review_view(interrupts, reviews)
                 event = ExecutionSuspended(
                     event_id=f"{command.execution_id}:suspended:{command.epoch}",
                     agent=command.agent,
@@ -77,6 +79,8 @@ class Sandbox:
                     allowed_decisions=allowed,
                     interrupts=interrupts,
                     agent_fingerprint=fingerprint,
+                    reviews=reviews,
+                    tools=tools,
                     **common,
                 )
                 await self._publisher.publish(

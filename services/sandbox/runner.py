@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -32,11 +32,18 @@ from pymongo.errors import PyMongoError
 from services.sandbox.checkpointer import current_fence
 from services.sandbox.fingerprint import agent_fingerprint
 from services.sandbox.jsonable import to_jsonable
+from services.sandbox.reviews import interrupt_reviews, tool_rules
 from services.sandbox.tools import make_tools_durable
 from shared.agents import AgentRegistry, AgentSpec
 from shared.domain.versions import AgentVersion
 from shared.errors import Fenced
-from shared.events import DispatchKind, ExecutionDispatched, PendingInterrupt
+from shared.events import (
+    DispatchKind,
+    ExecutionDispatched,
+    InterruptReview,
+    PendingInterrupt,
+    ToolRule,
+)
 from shared.steps import StepRun, step_run
 from shared.store.attempts import AttemptLedger
 from shared.store.ports import StepStore
@@ -48,6 +55,8 @@ Graph = Pregel[Any, Any, Any, Any]
 class Suspended:
     interrupts: list[PendingInterrupt]
     agent_fingerprint: str | None = None
+    reviews: list[InterruptReview] = field(default_factory=list)
+    tools: dict[str, ToolRule] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,7 @@ class LoadedAgent:
     spec: AgentSpec
     graph: Graph
     fingerprint: str
+    tools: dict[str, ToolRule]
 
     @property
     def version(self) -> AgentVersion:
@@ -133,7 +143,7 @@ class GraphCache:
         # guarded saver, and tools run by ToolNode / create_agent become durable steps.
         built.checkpointer = self._checkpointer
         make_tools_durable(built)
-        return LoadedAgent(spec, built, agent_fingerprint(spec, built))
+        return LoadedAgent(spec, built, agent_fingerprint(spec, built), tool_rules(built))
 
 
 def pending_interrupts(snapshot: StateSnapshot) -> list[PendingInterrupt]:
@@ -219,11 +229,13 @@ class AgentRunner:
         has_checkpoint = snapshot.created_at is not None
         pending = [i.id for i in snapshot.interrupts]
         resume = dispatch.resume
+        # A resume answers some or all of the pending interrupts (one at a time is fine: the
+        # others stay pending and the graph suspends again on them).
         answers_pending = (
             dispatch.kind is DispatchKind.RESUME
             and resume is not None
-            and bool(pending)
-            and sorted(pending) == sorted(resume.interrupt_ids)
+            and bool(resume.interrupt_ids)
+            and set(resume.interrupt_ids) <= set(pending)
         )
         if answers_pending and resume is not None:
             if not agent.version.accepts(resume.agent_fingerprint):
@@ -232,8 +244,7 @@ class AgentRunner:
                     f" but this sandbox runs version {agent.fingerprint}; revert the agent or"
                     f" declare {resume.agent_fingerprint} in its compatible_with"
                 )
-            value = resume.resume_value()
-            return Command(resume={interrupt_id: value for interrupt_id in pending})
+            return Command(resume=resume.resume_values())
         if not has_checkpoint:
             if dispatch.input is None:
                 return Failed("NoCheckpoint", "resume dispatched but no checkpoint exists")
@@ -245,7 +256,9 @@ class AgentRunner:
 
 def _outcome_of(snapshot: StateSnapshot, agent: LoadedAgent) -> RunOutcome:
     if snapshot.interrupts:
-        return Suspended(pending_interrupts(snapshot), agent.fingerprint)
+        interrupts = pending_interrupts(snapshot)
+        reviews = interrupt_reviews(interrupts, agent.tools)
+        return Suspended(interrupts, agent.fingerprint, reviews, agent.tools)
     if snapshot.next:
         # Stopped without an interrupt but with work left: only a bug in the graph does this.
         return Failed("Incomplete", f"graph stopped before {list(snapshot.next)} without interrupt")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.events import PendingInterrupt
+from shared.events import InterruptReview, PendingInterrupt
 
 
 def _allowed(value: Any) -> list[str] | None:
@@ -25,8 +25,24 @@ def _context(value: Any) -> dict[str, Any]:
     return dict(value) if isinstance(value, dict) else {"value": value}
 
 
-def review_view(interrupts: list[PendingInterrupt]) -> tuple[dict[str, Any], list[str]]:
-    """Return ``(suspend_context, allowed_decisions)`` for a suspension."""
+def review_view(
+    interrupts: list[PendingInterrupt], reviews: list[InterruptReview] | None = None
+) -> tuple[dict[str, Any], list[str]]:
+    """Return ``(suspend_context, allowed_decisions)`` for a suspension. For tool-call reviews
+    the allowed decisions are those every pending action accepts."""
+    actions = [a for r in reviews or [] if r.kind == "actions" for a in r.actions]
+    if actions:
+        context = (
+            _context(interrupts[0].value)
+            if len(interrupts) == 1
+            else {"interrupts": [_context(i.value) for i in interrupts]}
+        )
+        common = [
+            d
+            for d in actions[0].allowed_decisions
+            if all(d in a.allowed_decisions for a in actions)
+        ]
+        return context, common
     if len(interrupts) == 1:
         value = interrupts[0].value
         return _context(value), _allowed(value) or []

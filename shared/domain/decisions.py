@@ -7,8 +7,10 @@ on every ``decision.submitted`` event, because outside producers publish there d
 from __future__ import annotations
 
 from shared.domain.execution import Execution, ExecutionStatus
+from shared.domain.review import DecisionNotInList, Resolution, ReviewError, resolve
 from shared.domain.versions import AgentVersion
 from shared.errors import InterlockError
+from shared.events import ActionDecision, InterruptReview
 
 
 class DecisionError(InterlockError):
@@ -45,6 +47,12 @@ class DecisionNotAllowed(DecisionError):
         self.allowed = allowed
 
 
+class InvalidDecision(DecisionError):
+    """The answer does not fit what the suspension asks (count, type, edit, message)."""
+
+    reason_code = "invalid-decision"
+
+
 class AgentVersionChanged(DecisionError):
     reason_code = "agent-version-changed"
 
@@ -67,21 +75,67 @@ def check_agent_version(execution: Execution, current: AgentVersion | None) -> N
     raise AgentVersionChanged(suspension.agent_fingerprint, current.fingerprint)
 
 
-def canonical_decision(execution: Execution, decision: str, suspension_id: int | None) -> str:
-    """Return the decision spelled as the agent declared it, or raise why it cannot apply.
+def reviews_of(execution: Execution) -> list[InterruptReview]:
+    """What the pending suspension asks. Suspensions recorded before reviews existed ask one
+    Atlas decision per interrupt."""
+    suspension = execution.suspension
+    assert suspension is not None
+    if suspension.reviews:
+        return list(suspension.reviews)
+    return [
+        InterruptReview(
+            interrupt_id=interrupt_id,
+            kind="decision",
+            allowed_decisions=suspension.allowed_decisions,
+        )
+        for interrupt_id in suspension.interrupt_ids
+    ]
 
-    Matching ignores case and surrounding blanks (the Atlas contract). With no
-    ``allowed_decisions`` declared, any non-empty decision is accepted as given.
+
+def resolve_decision(
+    execution: Execution,
+    *,
+    decision: str | None,
+    decisions: list[ActionDecision] | None,
+    reviewer_notes: str | None,
+    interrupt_id: str | None,
+    suspension_id: int | None,
+) -> Resolution:
+    """Check a reviewer's answer against the execution's pending suspension.
+
+    Raises NotSuspended, StaleSuspension (the answer names another generation),
+    DecisionNotAllowed (a word outside ``allowed_decisions``) or InvalidDecision (any other
+    mismatch, with the exact reason).
     """
     suspension = execution.suspension
     if execution.status is not ExecutionStatus.SUSPENDED or suspension is None:
         raise NotSuspended(execution.status)
     if suspension_id is not None and suspension_id != suspension.suspension_id:
         raise StaleSuspension(suspension_id, suspension.suspension_id)
-    wanted = decision.strip()
-    if not suspension.allowed_decisions:
-        return wanted
-    for allowed in suspension.allowed_decisions:
-        if allowed.casefold() == wanted.casefold():
-            return allowed
-    raise DecisionNotAllowed(decision, suspension.allowed_decisions)
+    try:
+        return resolve(
+            reviews_of(execution),
+            decision=decision,
+            decisions=decisions,
+            reviewer_notes=reviewer_notes,
+            interrupt_id=interrupt_id,
+            tools=suspension.tools,
+        )
+    except DecisionNotInList as exc:
+        raise DecisionNotAllowed(decision or "", exc.allowed) from exc
+    except ReviewError as exc:
+        raise InvalidDecision(str(exc)) from exc
+
+
+def canonical_decision(execution: Execution, decision: str, suspension_id: int | None) -> str:
+    """The Atlas form alone: the decision spelled as the agent declared it (matching ignores
+    case and surrounding blanks), or the reason it cannot apply."""
+    resolution = resolve_decision(
+        execution,
+        decision=decision,
+        decisions=None,
+        reviewer_notes=None,
+        interrupt_id=None,
+        suspension_id=suspension_id,
+    )
+    return resolution.summary

@@ -11,7 +11,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.events import AgentInput, ExecutionRequested, ExecutionStatus, utc_now
+from shared.events import (
+    ActionDecision,
+    AgentInput,
+    ExecutionRequested,
+    ExecutionStatus,
+    InterruptReview,
+    ToolRule,
+    utc_now,
+)
 
 __all__ = ["AuditEntry", "Decision", "Execution", "ExecutionStatus", "Suspension"]
 
@@ -30,6 +38,8 @@ class Suspension(BaseModel):
     interrupt_ids: list[str]
     suspended_at: datetime
     agent_fingerprint: str | None = None
+    reviews: list[InterruptReview] = Field(default_factory=list)
+    tools: dict[str, ToolRule] = Field(default_factory=dict)
 
 
 class Decision(BaseModel):
@@ -38,9 +48,17 @@ class Decision(BaseModel):
     decision_id: str
     suspension_id: int
     decision: str
+    """The answer in one line: the word, or the action decisions' types in order."""
     reviewer_notes: str | None = None
     reviewer: str | None = None
     decided_at: datetime = Field(default_factory=utc_now)
+    decisions: list[ActionDecision] | None = None
+    """The action decisions as submitted (LangChain's form)."""
+    interrupt_id: str | None = None
+    values: dict[str, Any] | None = None
+    """What each answered interrupt resumes with (absent: the Atlas shape for all)."""
+    edits: list[dict[str, Any]] = Field(default_factory=list)
+    """For each edit: the action's position, its name and args before and after."""
 
 
 class AuditEntry(BaseModel):

@@ -36,6 +36,7 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "events"
 EXPECTED: dict[str, type[BaseModel]] = {
     "execution.requested.v1.json": ExecutionRequested,
     "decision.submitted.v1.json": DecisionSubmitted,
+    "decision.submitted.v1.actions.json": DecisionSubmitted,
     "execution.dispatched.v1.start.json": ExecutionDispatched,
     "execution.dispatched.v1.resume.json": ExecutionDispatched,
     "execution.suspended.v1.json": ExecutionSuspended,
@@ -114,10 +115,13 @@ def test_dispatch_fixtures_carry_the_input_or_the_decision() -> None:
     assert start.input is not None and start.input.as_messages()[0].role == "user"
     assert resume.kind is DispatchKind.RESUME and resume.input is None
     assert resume.resume is not None
-    # What interrupt(...) returns inside the agent: the flat decision shape.
-    assert resume.resume.resume_value() == {
-        "decision": "approve",
-        "reviewer_notes": "Photo of the damage attached; approved.",
+    # What interrupt(...) returns inside the agent, per interrupt: the flat decision shape.
+    [interrupt_id] = resume.resume.interrupt_ids
+    assert resume.resume.resume_values() == {
+        interrupt_id: {
+            "decision": "approve",
+            "reviewer_notes": "Photo of the damage attached; approved.",
+        }
     }
 
 

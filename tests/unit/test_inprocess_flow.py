@@ -16,7 +16,7 @@ from faststream.kafka.annotations import KafkaMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agents.ledger import read_all
-from services.gateway.intake import DecisionConflict, Intake
+from services.gateway.intake import DecisionConflict, Intake, ReviewAnswer
 from services.notifier.app import register as register_notifier
 from services.orchestrator.app import register as register_orchestrator
 from services.sandbox.app import SandboxSettings
@@ -60,8 +60,7 @@ class World:
         await self.intake.decide(
             **SCOPE,
             execution_id=execution_id,
-            decision=decision,
-            reviewer_notes=notes,
+            answer=ReviewAnswer(decision=decision, reviewer_notes=notes),
             reviewer="reviewer-1",
         )
 
