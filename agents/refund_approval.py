@@ -44,6 +44,12 @@ def _execution_id(config: RunnableConfig) -> str:
     return str(config.get("configurable", {}).get("thread_id", "unknown"))
 
 
+def _custom_headers(config: RunnableConfig) -> dict[str, str]:
+    """The caller's X-Interlock-Custom-* headers of this run segment (the ledger shows which
+    ones reached the agent)."""
+    return dict(config.get("configurable", {}).get("custom_headers") or {})
+
+
 def lookup_claim(state: RefundState) -> RefundState:
     text = " ".join(str(m.content) for m in state.get("messages", []))
     match = re.search(r"CLM-\d+", text)
@@ -81,6 +87,7 @@ def issue_refund(state: RefundState, config: RunnableConfig) -> RefundState:
             "claim_id": state["claim_id"],
             "amount": state["claim"]["amount"],
             "refund_id": refund_id,
+            "custom_headers": _custom_headers(config),
         }
     )
     return {
@@ -100,6 +107,7 @@ def record_rejection(state: RefundState, config: RunnableConfig) -> RefundState:
             "execution_id": _execution_id(config),
             "claim_id": state["claim_id"],
             "reviewer_notes": notes,
+            "custom_headers": _custom_headers(config),
         }
     )
     return {

@@ -6,17 +6,27 @@ unknown ones); the sandbox also imports the factories. Format::
     [agents.refund-approval]
     factory = "agents.refund_approval:build_graph"
     description = "Looks up a claim and asks a reviewer before refunding it."
+
+An agent may add a review policy (see shared/policy.py)::
+
+    [agents.sql-ops.policy]
+    execute_sql = "medium"
+    read_data = "low"
+    [agents.sql-ops.tiers]        # optional
+    medium = ["approve", "reject"]
 """
 
 from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from shared.errors import InterlockError
 from shared.events import Identifier
+from shared.policy import AgentPolicy, PolicyError, parse_policy
 
 
 class RegistryError(InterlockError):
@@ -35,6 +45,9 @@ class AgentSpec(BaseModel):
     """Overrides the automatic code fingerprint (see services/sandbox/fingerprint.py)."""
     compatible_with: list[str] = Field(default_factory=list)
     """Fingerprints (or versions) whose suspensions this version may resume."""
+    policy: AgentPolicy | None = None
+    """The review policy from ``[agents.NAME.policy]`` / ``.tiers``; None: the factory alone
+    decides which calls pause."""
 
 
 class AgentRegistry:
@@ -60,7 +73,21 @@ def load_registry(path: Path) -> AgentRegistry:
     if not isinstance(entries, dict):
         raise RegistryError(f"{path}: [agents] must be a table of agent tables")
     try:
-        specs = [AgentSpec(name=name, **body) for name, body in entries.items()]
+        specs = [_spec(name, body) for name, body in entries.items()]
     except (TypeError, ValidationError) as exc:
         raise RegistryError(f"{path}: invalid agent entry: {exc}") from exc
+    except PolicyError as exc:
+        raise RegistryError(f"{path}: invalid review policy: {exc}") from exc
     return AgentRegistry(specs)
+
+
+def _spec(name: str, body: Any) -> AgentSpec:
+    if not isinstance(body, dict):
+        raise TypeError(f"[agents.{name}] must be a table")
+    fields = dict(body)
+    policy, tiers = fields.pop("policy", None), fields.pop("tiers", None)
+    if policy is None and tiers is not None:
+        # Tiers alone change nothing; more likely the [policy] table is misspelt or missing.
+        raise PolicyError(f"agent {name!r}: [tiers] is set but there is no [policy] table")
+    parsed = None if policy is None else parse_policy(name, policy, tiers)
+    return AgentSpec(name=name, policy=parsed, **fields)

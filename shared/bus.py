@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
@@ -47,8 +48,35 @@ MAX_UNEXPECTED_FAILURES = 5
 """A message whose handler raises an unexpected error this many times is dead-lettered."""
 
 
+CUSTOM_HEADER_PREFIX = "x-interlock-custom-"
+
+_custom_headers: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
+    "interlock_custom_headers", default=None
+)
+
+
+def custom_headers() -> dict[str, str]:
+    """The ``X-Interlock-Custom-*`` headers of the message being handled (empty outside one).
+
+    Callers' custom headers (an end user's token, say) ride along the Kafka messages of one
+    run segment only: never in an event's payload, so never in MongoDB nor in a log line, and
+    they are not kept across a suspension; a resume must send them again.
+    """
+    return dict(_custom_headers.get() or {})
+
+
+def pick_custom_headers(headers: Mapping[str, Any]) -> dict[str, str]:
+    return {
+        name.lower(): str(value)
+        for name, value in headers.items()
+        if name.lower().startswith(CUSTOM_HEADER_PREFIX)
+    }
+
+
 class EventPublisher(Protocol):
-    async def publish(self, event: BaseModel, topic: str, *, key: str) -> None: ...
+    async def publish(
+        self, event: BaseModel, topic: str, *, key: str, headers: dict[str, str] | None = None
+    ) -> None: ...
 
 
 def create_broker(settings: CommonSettings, client_id: str) -> KafkaBroker:
@@ -66,13 +94,19 @@ class KafkaPublisher:
     def __init__(self, broker: KafkaBroker) -> None:
         self._broker = broker
 
-    async def publish(self, event: BaseModel, topic: str, *, key: str) -> None:
+    async def publish(
+        self, event: BaseModel, topic: str, *, key: str, headers: dict[str, str] | None = None
+    ) -> None:
         event_type = getattr(event, "type", type(event).__name__)
         await self._broker.publish(
             encode_event(event),
             topic=topic,
             key=key.encode(),
-            headers={"content-type": "application/json", "event-type": str(event_type)},
+            headers={
+                **(headers or {}),
+                "content-type": "application/json",
+                "event-type": str(event_type),
+            },
         )
 
 
@@ -125,12 +159,16 @@ class Consumer(Generic[E]):
             except EventDecodeError as exc:
                 await self._dead_letter(record, message.body, str(exc), "EventDecodeError")
                 return
-            with structlog.contextvars.bound_contextvars(
-                execution_id=event.execution_id,
-                event_id=event.event_id,
-                correlation_id=event.correlation_id,
-            ):
-                await self._run(event, record, message.body, where, started)
+            token = _custom_headers.set(pick_custom_headers(message.headers or {}))
+            try:
+                with structlog.contextvars.bound_contextvars(
+                    execution_id=event.execution_id,
+                    event_id=event.event_id,
+                    correlation_id=event.correlation_id,
+                ):
+                    await self._run(event, record, message.body, where, started)
+            finally:
+                _custom_headers.reset(token)
 
     async def _run(
         self,

@@ -11,13 +11,14 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from typing import Any
 
 import structlog
 from pydantic import BaseModel
 
 from shared.agents import AgentRegistry
 from shared.bus import EventPublisher
-from shared.domain.decisions import check_agent_version, resolve_decision
+from shared.domain.decisions import NotSuspended, check_agent_version, resolve_decision
 from shared.domain.execution import Execution, ExecutionStatus, new_pending_execution
 from shared.domain.review import Resolution
 from shared.events import ActionDecision, AgentInput, DecisionSubmitted, ExecutionRequested
@@ -46,9 +47,20 @@ class ExecutionNotFound(Exception):
 
 
 class DecisionConflict(Exception):
-    def __init__(self, message: str, winner: DecisionSubmitted) -> None:
+    """Another decision took the suspension; ``winner`` says which."""
+
+    def __init__(self, message: str, winner: dict[str, Any]) -> None:
         super().__init__(message)
         self.winner = winner
+
+
+def _winner(decision_id: str, summary: str, decisions: Any, reviewer: str | None) -> dict[str, Any]:
+    return {
+        "decision_id": decision_id,
+        "decision": summary,
+        "decisions": [d.model_dump() for d in decisions] if decisions else None,
+        "reviewer": reviewer,
+    }
 
 
 class ReviewAnswer(BaseModel):
@@ -92,6 +104,7 @@ class Intake:
         agent_input: AgentInput,
         idempotency_key: str | None,
         requested_by: str | None,
+        headers: dict[str, str] | None = None,
     ) -> Execution:
         if self._registry.get(agent) is None:
             raise UnknownAgent(agent, self._registry.names())
@@ -118,7 +131,9 @@ class Intake:
         if created or (execution.status is ExecutionStatus.PENDING and execution.epoch == 0):
             # A retry of an invoke whose publish failed publishes again; the orchestrator
             # treats the repeat as the same request.
-            await self._publisher.publish(event, self._topics.requested, key=execution_id)
+            await self._publisher.publish(
+                event, self._topics.requested, key=execution_id, headers=headers
+            )
         log.info("invoke.accepted", execution_id=execution_id, created=created, agent=agent)
         return execution
 
@@ -148,19 +163,34 @@ class Intake:
         execution_id: str,
         answer: ReviewAnswer,
         reviewer: str | None,
+        headers: dict[str, str] | None = None,
     ) -> tuple[DecisionSubmitted, Resolution]:
         """Validate, claim the suspension's decision and publish it. Raises ExecutionNotFound,
         DecisionError (not suspended, stale, not allowed, invalid, agent changed) or
         DecisionConflict; nothing is stored or published unless the answer is valid."""
         execution = await self.get(project_id, workspace_id, execution_id)
-        resolution = resolve_decision(
-            execution,
-            decision=answer.decision,
-            decisions=answer.decisions,
-            reviewer_notes=answer.reviewer_notes,
-            interrupt_id=answer.interrupt_id,
-            suspension_id=answer.generation,
-        )
+        try:
+            resolution = resolve_decision(
+                execution,
+                decision=answer.decision,
+                decisions=answer.decisions,
+                reviewer_notes=answer.reviewer_notes,
+                interrupt_id=answer.interrupt_id,
+                suspension_id=answer.generation,
+            )
+        except NotSuspended:
+            last = execution.last_decision
+            moved_on = not execution.status.is_terminal
+            if moved_on and last is not None and answer.generation in (None, last.suspension_id):
+                # The suspension was just decided and the execution is resuming: a conflict,
+                # naming the winner (once it ends, the answer is plainly "not suspended").
+                who = last.reviewer or "an anonymous reviewer"
+                raise DecisionConflict(
+                    f"suspension {last.suspension_id} was already decided: {last.decision}"
+                    f" (decision {last.decision_id}, by {who})",
+                    _winner(last.decision_id, last.decision, last.decisions, last.reviewer),
+                ) from None
+            raise
         check_agent_version(execution, await self._store.agent_versions.get(execution.agent))
         assert execution.suspension is not None
         suspension_id = execution.suspension.suspension_id
@@ -189,8 +219,10 @@ class Intake:
             raise DecisionConflict(
                 f"suspension {suspension_id} already has a decision: {said}"
                 f" (decision {winner.decision_id}, by {who})",
-                winner,
+                _winner(winner.decision_id, said, winner.decisions, winner.reviewer),
             )
-        await self._publisher.publish(event, self._topics.decisions, key=execution_id)
+        await self._publisher.publish(
+            event, self._topics.decisions, key=execution_id, headers=headers
+        )
         log.info("decision.accepted", execution_id=execution_id, decision=resolution.summary)
         return event, resolution

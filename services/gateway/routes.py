@@ -29,6 +29,7 @@ from services.gateway.schemas import (
     ResumeRequest,
 )
 from shared.agents import AgentRegistry
+from shared.bus import pick_custom_headers
 from shared.domain.decisions import (
     AgentVersionChanged,
     DecisionNotAllowed,
@@ -96,6 +97,7 @@ def build_router(intake: Intake, registry: AgentRegistry) -> APIRouter:
                 agent_input=body.agent_input(),
                 idempotency_key=key,
                 requested_by=None,
+                headers=pick_custom_headers(request.headers),
             )
         except UnknownAgent as exc:
             raise Problem(
@@ -170,6 +172,7 @@ def build_router(intake: Intake, registry: AgentRegistry) -> APIRouter:
         },
     )
     async def resume(
+        request: Request,
         project_id: ProjectPath,
         execution_id: Identifier,
         workspace_id: WorkspaceQuery,
@@ -187,6 +190,7 @@ def build_router(intake: Intake, registry: AgentRegistry) -> APIRouter:
                 execution_id=execution_id,
                 answer=answer,
                 reviewer=x_interlock_reviewer,
+                headers=pick_custom_headers(request.headers),
             )
         except ExecutionNotFound as exc:
             raise _not_found(execution_id) from exc
@@ -214,18 +218,12 @@ def build_router(intake: Intake, registry: AgentRegistry) -> APIRouter:
         except NotSuspended as exc:
             raise Problem(409, "not-suspended", "Execution is not suspended", str(exc)) from exc
         except DecisionConflict as exc:
-            winner = exc.winner
             raise Problem(
                 409,
                 "decision-conflict",
                 "Decision already submitted",
                 str(exc),
-                winning_decision={
-                    "decision_id": winner.decision_id,
-                    "decision": winner.decision,
-                    "decisions": [d.model_dump() for d in winner.decisions or []] or None,
-                    "reviewer": winner.reviewer,
-                },
+                winning_decision=exc.winner,
             ) from exc
         assert event.suspension_id is not None
         return ResumeAccepted(

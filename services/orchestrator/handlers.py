@@ -15,7 +15,7 @@ import structlog
 
 from services.orchestrator import state_machine as sm
 from shared.agents import AgentRegistry
-from shared.bus import EventPublisher
+from shared.bus import EventPublisher, custom_headers
 from shared.domain.decisions import DecisionError, check_agent_version
 from shared.domain.execution import Execution, new_pending_execution
 from shared.errors import ConcurrencyConflict, RejectedMessage
@@ -161,8 +161,12 @@ class Orchestrator:
             # redelivery (the sandbox recognises it by its epoch); otherwise it is sent once.
             if await self._store.sent_commands.was_sent(command.event_id):
                 continue
+            # The caller's custom headers go to the sandbox for this run segment only.
             await self._publisher.publish(
-                command, self._topics.dispatched, key=execution.execution_id
+                command,
+                self._topics.dispatched,
+                key=execution.execution_id,
+                headers=custom_headers(),
             )
             await self._store.sent_commands.mark_sent(command.event_id)
         changes = outcome.transitions or [

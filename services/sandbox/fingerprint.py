@@ -42,6 +42,8 @@ def agent_fingerprint(spec: AgentSpec, graph: Pregel[Any, Any, Any, Any]) -> str
     digest = hashlib.sha256()
     digest.update(json.dumps(graph_shape(graph), sort_keys=True).encode())
     digest.update(source.encode())
+    if spec.policy is not None:  # a changed review policy changes what a resume may do
+        digest.update(spec.policy.model_dump_json().encode())
     return digest.hexdigest()[:16]
 
 

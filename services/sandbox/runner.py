@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,7 @@ from services.sandbox.jsonable import to_jsonable
 from services.sandbox.reviews import interrupt_reviews, tool_rules
 from services.sandbox.tools import make_tools_durable
 from shared.agents import AgentRegistry, AgentSpec
+from shared.bus import custom_headers
 from shared.domain.versions import AgentVersion
 from shared.errors import Fenced
 from shared.events import (
@@ -44,6 +46,7 @@ from shared.events import (
     PendingInterrupt,
     ToolRule,
 )
+from shared.policy import PolicyError
 from shared.steps import StepRun, step_run
 from shared.store.attempts import AttemptLedger
 from shared.store.ports import StepStore
@@ -125,6 +128,21 @@ class GraphCache:
     def load_all(self) -> list[LoadedAgent]:
         return [self.get(spec.name) for spec in self._registry.all()]
 
+    def _build(self, spec: AgentSpec, factory: Any) -> Any:
+        """Call the factory; an agent with a configured review policy must accept it (a policy
+        silently ignored would run gated tools unreviewed)."""
+        if spec.policy is None:
+            return factory(self._checkpointer)
+        if not _accepts_policy(factory):
+            raise AgentNotLoadable(
+                f"agent {spec.name!r} has a review policy but {spec.factory} takes no 'policy'"
+                " argument; it would run its tools unreviewed"
+            )
+        try:
+            return factory(self._checkpointer, policy=spec.policy)
+        except PolicyError as exc:
+            raise AgentNotLoadable(str(exc)) from exc
+
     def _load(self, agent: str) -> LoadedAgent:
         spec = self._registry.get(agent)
         if spec is None:
@@ -134,7 +152,7 @@ class GraphCache:
             factory = getattr(importlib.import_module(module_name), attribute)
         except (ImportError, AttributeError) as exc:
             raise AgentNotLoadable(f"cannot import {spec.factory}: {exc}") from exc
-        built = factory(self._checkpointer)
+        built = self._build(spec, factory)
         if isinstance(built, StateGraph):
             built = built.compile(checkpointer=self._checkpointer)
         if not isinstance(built, Pregel):
@@ -144,6 +162,13 @@ class GraphCache:
         built.checkpointer = self._checkpointer
         make_tools_durable(built)
         return LoadedAgent(spec, built, agent_fingerprint(spec, built), tool_rules(built))
+
+
+def _accepts_policy(factory: Any) -> bool:
+    try:
+        return "policy" in inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def pending_interrupts(snapshot: StateSnapshot) -> list[PendingInterrupt]:
@@ -175,7 +200,11 @@ class AgentRunner:
             agent = self._graphs.get(dispatch.agent)
         except AgentNotLoadable as exc:
             return Failed("AgentNotLoadable", str(exc)), None
-        config: Any = {"configurable": {"thread_id": dispatch.execution_id}}
+        # Custom headers reach the agent in its run config for this segment only; LangGraph does
+        # not persist configurable values (a test searches the database to keep it so).
+        config: Any = {
+            "configurable": {"thread_id": dispatch.execution_id, "custom_headers": custom_headers()}
+        }
         snapshot = await agent.graph.aget_state(config)
         payload = self._next_input(dispatch, snapshot, agent)
         if isinstance(payload, Suspended | Completed | Failed | Refused):

@@ -75,6 +75,7 @@ async def test_reject_records_the_notes_and_refunds_nothing(api: Api, cluster: C
             "execution_id": execution_id,
             "claim_id": "CLM-4821",
             "reviewer_notes": "duplicate claim",
+            "custom_headers": {},
         }
     ]
 

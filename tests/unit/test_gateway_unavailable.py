@@ -28,7 +28,9 @@ class UnreachableDatabase(InMemoryStore):
 
 
 class UnreachableBroker:
-    async def publish(self, event: BaseModel, topic: str, *, key: str) -> None:
+    async def publish(
+        self, event: BaseModel, topic: str, *, key: str, headers: dict[str, str] | None = None
+    ) -> None:
         raise KafkaTimeoutError()
 
 

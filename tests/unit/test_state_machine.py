@@ -41,7 +41,9 @@ def test_full_lifecycle_with_one_suspension() -> None:
     [command] = sm.follow_ups(execution, causation_id=None)
     assert command.kind is DispatchKind.RESUME and command.epoch == 2
     assert command.resume is not None and command.resume.interrupt_ids == ["int-1"]
-    assert command.resume.resume_values() == {"int-1": {"decision": "approve", "reviewer_notes": "ok"}}
+    assert command.resume.resume_values() == {
+        "int-1": {"decision": "approve", "reviewer_notes": "ok"}
+    }
 
     execution = sm.on_started(execution, f.report(execution, ReportOutcome.STARTED)).execution
     execution = sm.on_finished(
