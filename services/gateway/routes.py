@@ -140,7 +140,11 @@ def build_router(intake: Intake, registry: AgentRegistry) -> APIRouter:
             execution = await intake.get(project_id, workspace_id, execution_id)
         except ExecutionNotFound as exc:
             raise _not_found(execution_id) from exc
-        return AuditTrail(execution_id=execution_id, items=execution.audit)
+        return AuditTrail(
+            execution_id=execution_id,
+            items=execution.audit,
+            decisions=ExecutionView.of(execution).decisions,
+        )
 
     @router.get(f"{API}/executions", response_model=ExecutionPage, tags=["executions"])
     async def list_executions(

@@ -152,5 +152,9 @@ class AgentList(BaseModel):
 
 
 class AuditTrail(BaseModel):
+    """Every status change and rejected or parked decision (``items``), and every decision
+    taken with its reviewer, notes, action decisions and edit diffs (``decisions``)."""
+
     execution_id: str
     items: list[AuditEntry]
+    decisions: list[DecisionView] = Field(default_factory=list)

@@ -69,7 +69,10 @@ async def test_the_audit_trail_of_three_suspensions_records_each_reviewer(api: A
         ("bo", "stage 2 ok", 2),
         ("cy", "stage 3 ok", 3),
     ]
-    audit = (await api.audit(execution_id)).json()["items"]
+    trail = (await api.audit(execution_id)).json()
+    assert [d["reviewer"] for d in trail["decisions"]] == ["ana", "bo", "cy"]
+    assert all(d["decided_at"] for d in trail["decisions"])
+    audit = trail["items"]
     resumes = [a for a in audit if a["action"] == "transition" and a["to_status"] == "resuming"]
     assert [a["actor"] for a in resumes] == ["ana", "bo", "cy"]
     assert all(a["at"] for a in audit)
