@@ -7,6 +7,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 INFRA := bash infra/infra.sh
+# A well-known owner key of project "demo", for `make dev` / `make up` only: the gateway refuses
+# it in any environment but development.
+DEV_KEY := ilk_00000000000000de_development-key-not-for-production-use-000
 
 .PHONY: help venv infra-up infra-down topics up down dev test test-unit lint format asyncapi clean
 
@@ -35,7 +38,7 @@ up: topics ## Start the four services in the background against the local infras
 	@if [ -f .infra/services.pid ] && kill -0 $$(cat .infra/services.pid) 2>/dev/null; then \
 	  echo "services already running (pid $$(cat .infra/services.pid))"; \
 	else \
-	  source .infra/env && nohup $(BIN)/interlock up --log-dir .infra/logs/services > .infra/logs/services/up.log 2>&1 & \
+	  source .infra/env && INTERLOCK_DEV_API_KEY=$(DEV_KEY) nohup $(BIN)/interlock up --log-dir .infra/logs/services > .infra/logs/services/up.log 2>&1 & \
 	  echo $$! > .infra/services.pid; \
 	  for i in $$(seq 1 120); do grep -q "Interlock is running" .infra/logs/services/up.log 2>/dev/null && break; \
 	    kill -0 $$(cat .infra/services.pid) 2>/dev/null || { cat .infra/logs/services/up.log; exit 1; }; sleep 0.5; done; \
@@ -48,7 +51,7 @@ down: ## Stop the services started by `make up`, then the infrastructure
 	@$(INFRA) down
 
 dev: topics ## Run Interlock in the foreground with the example agents, and print how to try it
-	@source .infra/env && $(BIN)/interlock up
+	@source .infra/env && INTERLOCK_DEV_API_KEY=$(DEV_KEY) $(BIN)/interlock up
 
 test: venv ## Install, start the infrastructure, run the whole suite, stop what it started
 	@bash scripts/test.sh

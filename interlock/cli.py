@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -19,6 +20,8 @@ app = typer.Typer(
 )
 topics_app = typer.Typer(no_args_is_help=True, help="Kafka topics.")
 app.add_typer(topics_app, name="topics")
+keys_app = typer.Typer(no_args_is_help=True, help="API keys (written to the database directly).")
+app.add_typer(keys_app, name="keys")
 
 
 class ServiceName(StrEnum):
@@ -78,6 +81,69 @@ def create_topics(
     for name in settings.topics.all():
         state = "created" if name in created else "exists"
         typer.echo(f"{name}: {state} ({settings.topic_partitions} partitions)")
+
+
+async def _with_keys(action: Any) -> Any:
+    from shared.settings import CommonSettings
+    from shared.store.mongo import MongoStore
+
+    settings = CommonSettings()
+    store = MongoStore.connect(settings.mongodb_uri, settings.mongodb_database)
+    try:
+        await store.ensure_indexes()
+        return await action(store.api_keys)
+    finally:
+        await store.close()
+
+
+@keys_app.command("create")
+def create_api_key(
+    project: str = typer.Option(..., help="The project the key may act in."),
+    role: str = typer.Option(
+        "PROJECT_MEMBER", help="PROJECT_OWNER, PROJECT_MEMBER or PROJECT_READ_ONLY."
+    ),
+    name: str = typer.Option("cli", help="A label shown in the audit trail."),
+    workspace: list[str] = typer.Option(None, help="Limit the key to these workspaces (repeat)."),
+) -> None:
+    """Create a key and print its secret: it is shown this once and stored only as a hash."""
+    from shared.store.api_keys import Role, create_key
+
+    try:
+        chosen = Role(role)
+    except ValueError:
+        typer.echo(
+            f"error: unknown role {role!r}; use {', '.join(r.value for r in Role)}", err=True
+        )
+        raise typer.Exit(2) from None
+    key, secret = asyncio.run(
+        _with_keys(
+            lambda keys: create_key(
+                keys, project_id=project, role=chosen, name=name, workspaces=workspace or None
+            )
+        )
+    )
+    typer.echo(f"key id:  {key.key_id}\nrole:    {key.role.value}\nproject: {key.project_id}")
+    typer.echo(f"secret:  {secret}\n(shown once; store it now)")
+
+
+@keys_app.command("list")
+def list_api_keys(project: str = typer.Option(..., help="The project whose keys to list.")) -> None:
+    """List a project's keys (never their secrets)."""
+    keys = asyncio.run(_with_keys(lambda store: store.list(project)))
+    for key in keys:
+        state = f"revoked {key.revoked_at:%Y-%m-%d}" if key.revoked_at else "active"
+        typer.echo(f"{key.key_id}  {key.role.value:<18} {key.name:<20} {state}")
+
+
+@keys_app.command("revoke")
+def revoke_api_key(
+    key_id: str, project: str = typer.Option(..., help="The project the key belongs to.")
+) -> None:
+    """Revoke a key: it never authenticates again."""
+    if not asyncio.run(_with_keys(lambda keys: keys.revoke(project, key_id))):
+        typer.echo(f"error: no key {key_id} in project {project}", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"revoked {key_id}")
 
 
 def main() -> None:

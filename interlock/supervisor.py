@@ -48,27 +48,34 @@ def _stop(processes: dict[str, subprocess.Popen[bytes]]) -> None:
             process.wait()
 
 
-def try_it_text(base_url: str) -> str:
+def try_it_text(base_url: str, key: str | None) -> str:
     project, workspace = "demo", "default"
     api = f"{base_url}/api/v1/projects/{project}"
+    auth = f"-H 'Authorization: Bearer {key}'" if key else "-H 'Authorization: Bearer $KEY'"
+    key_line = (
+        f"Development API key (owner of project demo): {key}"
+        if key
+        else "Create a key first: interlock keys create --project demo --role PROJECT_OWNER"
+    )
     return f"""
 Interlock is running: gateway {base_url} (OpenAPI docs: {base_url}/docs)
+{key_line}
 
 Start a refund that needs approval:
-  curl -s -X POST {api}/workspaces/{workspace}/invoke \\
+  curl -s -X POST {api}/workspaces/{workspace}/invoke {auth} \\
        -H 'Content-Type: application/json' \\
        -d '{{"agent": "refund-approval", "message": "Refund claim CLM-4821"}}'
 
 See it suspended (use the execution_id from the answer):
-  curl -s '{api}/executions/EXECUTION_ID?workspace_id={workspace}'
+  curl -s '{api}/executions/EXECUTION_ID?workspace_id={workspace}' {auth}
 
 Approve it:
-  curl -s -X POST '{api}/executions/EXECUTION_ID/resume?workspace_id={workspace}' \\
+  curl -s -X POST '{api}/executions/EXECUTION_ID/resume?workspace_id={workspace}' {auth} \\
        -H 'Content-Type: application/json' \\
        -d '{{"decision": "approve", "reviewer_notes": "verified"}}'
 
 Pending reviews:
-  curl -s '{api}/executions?workspace_id={workspace}&status=suspended'
+  curl -s '{api}/executions?workspace_id={workspace}&status=suspended' {auth}
 
 Press Ctrl-C to stop.
 """
@@ -100,7 +107,7 @@ def run(log_dir: Path | None) -> int:
                 stderr=subprocess.STDOUT if output else None,
             )
         _wait_ready(f"{base_url}/readyz", processes)
-        print(try_it_text(base_url), flush=True)
+        print(try_it_text(base_url, os.environ.get("INTERLOCK_DEV_API_KEY")), flush=True)
         while not stopping:
             for name, process in processes.items():
                 if process.poll() is not None:

@@ -10,24 +10,46 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from services.gateway.intake import Intake
+from services.gateway.limits import install_limits
 from services.gateway.problems import install_problem_handlers
 from services.gateway.routes import build_router
 from shared.agents import load_registry
 from shared.bus import EventPublisher, KafkaPublisher, create_broker
 from shared.logging import configure_logging
 from shared.settings import CommonSettings
+from shared.store.api_keys import Role, create_key
 from shared.store.mongo import MongoStore
 from shared.store.ports import Store
 
 SERVICE = "gateway"
+DEV_PROJECT = "demo"
 
 
 class GatewaySettings(CommonSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
+    max_body_bytes: int = Field(default=1 << 20, ge=1024)
+    max_json_depth: int = Field(default=32, ge=1, le=256)
+    """Python's json.loads stops near 1000 levels; keep well below that."""
+    max_json_string: int = Field(default=100_000, ge=1)
+    rate_limit_per_second: float = Field(default=20.0, gt=0)
+    """Per API key (per client address without one), per gateway process."""
+    rate_limit_burst: int = Field(default=40, ge=1)
+    dev_api_key: str | None = None
+    """Development only: an owner key of project ``demo`` created at start-up (``make dev``).
+    Refused in any other environment."""
+
+    @model_validator(mode="after")
+    def _dev_key_only_in_development(self) -> GatewaySettings:
+        if self.dev_api_key is not None and self.environment != "development":
+            raise ValueError(
+                "INTERLOCK_DEV_API_KEY is a development bootstrap; it is refused in"
+                f" {self.environment!r}: create keys with `interlock keys create`"
+            )
+        return self
 
 
 def create_app(
@@ -46,6 +68,14 @@ def create_app(
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await store_.ensure_indexes()
+        if settings.dev_api_key is not None:
+            await create_key(
+                store_.api_keys,
+                project_id=DEV_PROJECT,
+                role=Role.OWNER,
+                name="development",
+                secret=settings.dev_api_key,
+            )
         if broker is not None:
             await broker.start()
         try:
@@ -62,8 +92,16 @@ def create_app(
         lifespan=lifespan,
     )
     install_problem_handlers(app)
+    install_limits(
+        app,
+        max_body_bytes=settings.max_body_bytes,
+        max_json_depth=settings.max_json_depth,
+        max_json_string=settings.max_json_string,
+        rate_limit_per_second=settings.rate_limit_per_second,
+        rate_limit_burst=settings.rate_limit_burst,
+    )
     intake = Intake(store=store_, publisher=publisher_, topics=settings.topics, registry=registry)
-    app.include_router(build_router(intake, registry))
+    app.include_router(build_router(intake, registry, store_.api_keys))
 
     @app.get("/healthz", tags=["health"])
     async def healthz() -> dict[str, str]:

@@ -24,12 +24,21 @@ RETRY_AFTER_SECONDS = 5
 class Problem(Exception):
     """Raise from a route to answer with a problem document."""
 
-    def __init__(self, status: int, slug: str, title: str, detail: str, **extensions: Any) -> None:
+    def __init__(
+        self,
+        status: int,
+        slug: str,
+        title: str,
+        detail: str,
+        headers: dict[str, str] | None = None,
+        **extensions: Any,
+    ) -> None:
         super().__init__(detail)
         self.status = status
         self.slug = slug
         self.title = title
         self.detail = detail
+        self.headers = headers
         self.extensions = extensions
 
 
@@ -68,7 +77,7 @@ def install_problem_handlers(app: FastAPI) -> None:
     @app.exception_handler(Problem)
     async def _problem(request: Request, exc: Problem) -> JSONResponse:
         return problem_response(
-            request, exc.status, exc.slug, exc.title, exc.detail, **exc.extensions
+            request, exc.status, exc.slug, exc.title, exc.detail, exc.headers, **exc.extensions
         )
 
     @app.exception_handler(RequestValidationError)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Header, Query, Request, status
+from fastapi import APIRouter, Body, Depends, Header, Query, Request, status
 from pydantic import ValidationError
 
+from services.gateway.auth import ANY_ROLE, OWNERS, WRITERS, access
 from services.gateway.intake import (
     DecisionConflict,
     ExecutionNotFound,
@@ -39,6 +40,7 @@ from shared.domain.decisions import (
 )
 from shared.domain.execution import ExecutionStatus
 from shared.events import Identifier
+from shared.store.api_keys import ApiKey, ApiKeys
 from shared.store.cursor import InvalidCursor
 
 API = "/api/v1/projects/{project_id}"
@@ -63,11 +65,18 @@ def _not_found(execution_id: str) -> Problem:
     )
 
 
-def build_router(intake: Intake, registry: AgentRegistry) -> APIRouter:
+def build_router(intake: Intake, registry: AgentRegistry, keys: ApiKeys) -> APIRouter:
     router = APIRouter(responses=PROBLEM_RESPONSES)
+    # Dependencies as defaults: the annotations are strings here (postponed), and FastAPI
+    # cannot resolve names local to this function from a string.
+    reader = Depends(access(keys, "reading", ANY_ROLE))
+    invoker = Depends(access(keys, "invoke", WRITERS))
+    reviewer = Depends(access(keys, "resume", OWNERS))
 
     @router.get(f"{API}/agents", response_model=AgentList, tags=["agents"])
-    async def list_agents(project_id: ProjectPath, workspace_id: WorkspaceQuery) -> AgentList:
+    async def list_agents(
+        project_id: ProjectPath, workspace_id: WorkspaceQuery, key: ApiKey = reader
+    ) -> AgentList:
         """The agents this deployment can run."""
         return AgentList(
             items=[AgentView(name=a.name, description=a.description) for a in registry.all()]
@@ -85,6 +94,7 @@ def build_router(intake: Intake, registry: AgentRegistry) -> APIRouter:
         workspace_id: Identifier,
         body: InvokeRequest,
         idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
+        principal: ApiKey = invoker,
     ) -> InvokeAccepted:
         """Start an execution. The same idempotency key (body field or ``Idempotency-Key``
         header) returns the same execution."""
@@ -96,7 +106,7 @@ def build_router(intake: Intake, registry: AgentRegistry) -> APIRouter:
                 agent=body.agent,
                 agent_input=body.agent_input(),
                 idempotency_key=key,
-                requested_by=None,
+                requested_by=principal.principal,
                 headers=pick_custom_headers(request.headers),
             )
         except UnknownAgent as exc:
@@ -122,7 +132,10 @@ def build_router(intake: Intake, registry: AgentRegistry) -> APIRouter:
         f"{API}/executions/{{execution_id}}", response_model=ExecutionView, tags=["executions"]
     )
     async def get_execution(
-        project_id: ProjectPath, execution_id: Identifier, workspace_id: WorkspaceQuery
+        project_id: ProjectPath,
+        execution_id: Identifier,
+        workspace_id: WorkspaceQuery,
+        key: ApiKey = reader,
     ) -> ExecutionView:
         try:
             return ExecutionView.of(await intake.get(project_id, workspace_id, execution_id))
@@ -133,7 +146,10 @@ def build_router(intake: Intake, registry: AgentRegistry) -> APIRouter:
         f"{API}/executions/{{execution_id}}/audit", response_model=AuditTrail, tags=["executions"]
     )
     async def get_audit(
-        project_id: ProjectPath, execution_id: Identifier, workspace_id: WorkspaceQuery
+        project_id: ProjectPath,
+        execution_id: Identifier,
+        workspace_id: WorkspaceQuery,
+        key: ApiKey = reader,
     ) -> AuditTrail:
         """Every status change and rejected decision of the execution: who, when and why."""
         try:
@@ -153,6 +169,7 @@ def build_router(intake: Intake, registry: AgentRegistry) -> APIRouter:
         status_filter: Annotated[ExecutionStatus | None, Query(alias="status")] = None,
         limit: Annotated[int, Query(ge=1, le=200)] = 50,
         cursor: Annotated[str | None, Query(max_length=1024)] = None,
+        key: ApiKey = reader,
     ) -> ExecutionPage:
         """Executions oldest first; ``status=suspended`` lists the pending reviews."""
         try:
@@ -181,7 +198,7 @@ def build_router(intake: Intake, registry: AgentRegistry) -> APIRouter:
         execution_id: Identifier,
         workspace_id: WorkspaceQuery,
         raw: Annotated[Any, Body(include_in_schema=False)] = None,
-        x_interlock_reviewer: Annotated[str | None, Header(max_length=256)] = None,
+        key: ApiKey = reviewer,
     ) -> ResumeAccepted:
         """Submit the reviewer's decision for a suspended execution: the flat Atlas body, or
         LangChain's ``decisions`` list for action suspensions (see ResumeRequest)."""
@@ -193,7 +210,7 @@ def build_router(intake: Intake, registry: AgentRegistry) -> APIRouter:
                 workspace_id=workspace_id,
                 execution_id=execution_id,
                 answer=answer,
-                reviewer=x_interlock_reviewer,
+                reviewer=key.principal,
                 headers=pick_custom_headers(request.headers),
             )
         except ExecutionNotFound as exc:

@@ -21,6 +21,7 @@ from pymongo.errors import DuplicateKeyError, PyMongoError
 from shared.domain.execution import Execution, ExecutionStatus
 from shared.errors import RetryableError
 from shared.store.agent_versions import MongoAgentVersions
+from shared.store.api_keys import MongoApiKeys
 from shared.store.attempts import MongoAttemptLedger
 from shared.store.cursor import decode_cursor, encode_cursor
 from shared.store.ports import Claim, Page, StepRecord
@@ -281,6 +282,7 @@ class MongoStore:
         self.steps = MongoStepStore(database)
         self.attempts = MongoAttemptLedger(database)
         self.agent_versions = MongoAgentVersions(database)
+        self.api_keys = MongoApiKeys(database)
 
     @classmethod
     def connect(cls, uri: str, database_name: str, *, timeout_ms: int = 5_000) -> MongoStore:
@@ -298,6 +300,7 @@ class MongoStore:
         await self.executions.ensure_indexes()
         await self.steps.ensure_indexes()
         await self.attempts.ensure_indexes()
+        await self.api_keys.ensure_indexes()
 
     async def ping(self) -> None:
         try:

@@ -11,6 +11,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validato
 from shared.domain.execution import Execution, ExecutionStatus
 from shared.events import utc_now
 from shared.store.agent_versions import AgentVersions
+from shared.store.api_keys import ApiKeys
 from shared.store.attempts import AttemptLedger
 
 
@@ -132,6 +133,9 @@ class Store(Protocol):
 
     @property
     def agent_versions(self) -> AgentVersions: ...
+
+    @property
+    def api_keys(self) -> ApiKeys: ...
 
     async def ensure_indexes(self) -> None: ...
 

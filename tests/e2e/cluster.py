@@ -45,6 +45,9 @@ class Cluster:
             "INTERLOCK_PORT": str(self.port),
             "INTERLOCK_LOG_FORMAT": "json",
             "INTERLOCK_AGENT_LEDGER": str(self.ledger),
+            # Tests poll and race on purpose; the rate limit has a test of its own.
+            "INTERLOCK_RATE_LIMIT_PER_SECOND": "1000",
+            "INTERLOCK_RATE_LIMIT_BURST": "2000",
         }
         self.processes: dict[str, list[subprocess.Popen[bytes]]] = {s: [] for s in SERVICES}
         self.base_url = f"http://127.0.0.1:{self.port}"
@@ -132,6 +135,27 @@ class Cluster:
                 if asyncio.get_running_loop().time() > deadline:
                     raise RuntimeError(f"gateway not ready:\n{self.log_tail('gateway')}")
                 await asyncio.sleep(0.2)
+
+    async def key(
+        self, project: str, role: str = "PROJECT_OWNER", *, workspaces: list[str] | None = None
+    ) -> str:
+        """A fresh API key of ``project`` (written straight to the cluster's database, as
+        ``interlock keys create`` does)."""
+        from shared.store.api_keys import Role, create_key
+        from shared.store.mongo import MongoStore
+
+        store = MongoStore.connect(self.env["INTERLOCK_MONGODB_URI"], self.database)
+        try:
+            _, secret = await create_key(
+                store.api_keys,
+                project_id=project,
+                role=Role(role),
+                name=f"test-{role.lower()}",
+                workspaces=workspaces,
+            )
+            return secret
+        finally:
+            await store.close()
 
     def log_tail(self, service: str, lines: int = 40) -> str:
         chunks = []

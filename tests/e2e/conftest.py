@@ -34,7 +34,10 @@ async def cluster(
 
 @pytest.fixture
 async def api(cluster: Cluster) -> AsyncIterator[Api]:
-    async with httpx.AsyncClient(base_url=cluster.base_url, timeout=20) as client:
+    """An owner of PROJECT (every workspace) talking to the gateway."""
+    secret = await cluster.key(PROJECT)
+    headers = {"Authorization": f"Bearer {secret}"}
+    async with httpx.AsyncClient(base_url=cluster.base_url, timeout=20, headers=headers) as client:
         yield Api(client)
 
 

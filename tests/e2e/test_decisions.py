@@ -46,15 +46,18 @@ async def test_fifty_concurrent_resumes_one_wins_the_rest_name_the_winner(api: A
     assert [d["decision"] for d in done["decisions"]] == [winner["decision"]]
 
 
-async def test_the_audit_trail_of_three_suspensions_records_each_reviewer(api: Api) -> None:
+async def test_the_audit_trail_of_three_suspensions_records_each_reviewer(
+    api: Api, cluster: Cluster
+) -> None:
     suspended = await api.start_suspended("chain-approval", "3 approvals")
     execution_id = suspended["execution_id"]
-    for stage, reviewer in enumerate(("ana", "bo", "cy"), start=1):
+    reviewers = [await cluster.key(api.project) for _ in range(3)]
+    for stage, secret in enumerate(reviewers, start=1):
         response = await api.client.post(
             f"/api/v1/projects/{api.project}/executions/{execution_id}/resume",
             params={"workspace_id": api.workspace},
             json={"decision": "approve", "reviewer_notes": f"stage {stage} ok"},
-            headers={"X-Interlock-Reviewer": reviewer},
+            headers={"Authorization": f"Bearer {secret}"},
         )
         assert response.status_code == 202, response.text
         if stage < 3:
@@ -62,19 +65,19 @@ async def test_the_audit_trail_of_three_suspensions_records_each_reviewer(api: A
                 execution_id, after=suspended["suspension_id"]
             )
     done = await api.wait_for(execution_id, "completed", "error")
-    assert [
-        (d["reviewer"], d["reviewer_notes"], d["suspension_id"]) for d in done["decisions"]
-    ] == [
-        ("ana", "stage 1 ok", 1),
-        ("bo", "stage 2 ok", 2),
-        ("cy", "stage 3 ok", 3),
+    key_ids = [secret.split("_")[1] for secret in reviewers]
+    recorded = [(d["reviewer"], d["reviewer_notes"], d["suspension_id"]) for d in done["decisions"]]
+    assert [(r.split(" ")[0], n, g) for r, n, g in recorded] == [
+        (f"key:{key_ids[0]}", "stage 1 ok", 1),
+        (f"key:{key_ids[1]}", "stage 2 ok", 2),
+        (f"key:{key_ids[2]}", "stage 3 ok", 3),
     ]
     trail = (await api.audit(execution_id)).json()
-    assert [d["reviewer"] for d in trail["decisions"]] == ["ana", "bo", "cy"]
+    assert [d["reviewer"] for d in trail["decisions"]] == [r for r, _, _ in recorded]
     assert all(d["decided_at"] for d in trail["decisions"])
     audit = trail["items"]
     resumes = [a for a in audit if a["action"] == "transition" and a["to_status"] == "resuming"]
-    assert [a["actor"] for a in resumes] == ["ana", "bo", "cy"]
+    assert [a["actor"] for a in resumes] == [r for r, _, _ in recorded]
     assert all(a["at"] for a in audit)
     statuses = [a["to_status"] for a in audit if a["action"] == "transition"]
     assert statuses.count("suspended") == 3 and statuses[-1] == "completed"

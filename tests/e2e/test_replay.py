@@ -103,7 +103,10 @@ async def replay_cluster(
 
 @pytest.fixture
 async def client(replay_cluster: Cluster) -> AsyncIterator[Api]:
-    async with httpx.AsyncClient(base_url=replay_cluster.base_url, timeout=20) as http:
+    headers = {"Authorization": f"Bearer {await replay_cluster.key('proj-replay')}"}
+    async with httpx.AsyncClient(
+        base_url=replay_cluster.base_url, timeout=20, headers=headers
+    ) as http:
         yield Api(http, project="proj-replay", workspace=f"ws-{uuid.uuid4().hex[:6]}")
 
 
@@ -218,6 +221,7 @@ async def test_replaying_every_topic_from_the_start_changes_nothing(
     assert (await client.status_of(execution_id))["status"] == "completed"
 
 
+@pytest.mark.timeout(360)  # twenty executions through a full restart: slow on a busy machine
 async def test_all_services_killed_with_twenty_in_flight(
     client: Api, effects: Effects, replay_cluster: Cluster
 ) -> None:

@@ -156,7 +156,9 @@ async def outside(cluster: Cluster) -> AsyncIterator[OutsideSystem]:
 
 @pytest.fixture
 async def http(cluster: Cluster) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=cluster.base_url, timeout=20) as client:
+    """Reads the audit trail over HTTP as an owner of the project the events name."""
+    headers = {"Authorization": f"Bearer {await cluster.key(PROJECT)}"}
+    async with httpx.AsyncClient(base_url=cluster.base_url, timeout=20, headers=headers) as client:
         yield client
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from pydantic import BaseModel
 from pymongo.errors import ServerSelectionTimeoutError
 
 from services.gateway.app import GatewaySettings, create_app
+from shared.store.api_keys import Role, create_key
 from shared.store.memory import InMemoryStore
 
 
@@ -25,6 +27,7 @@ class UnreachableDatabase(InMemoryStore):
 
         for name in ("create", "get", "replace", "list"):
             setattr(self.executions, name, fail)
+        self.api_keys.get = fail  # type: ignore[method-assign]
 
 
 class UnreachableBroker:
@@ -42,11 +45,13 @@ class UnreachableBroker:
 def test_dependency_down_is_503_with_retry_after(
     store: InMemoryStore, publisher: UnreachableBroker
 ) -> None:
+    _, secret = asyncio.run(create_key(store.api_keys, project_id="p", role=Role.OWNER, name="t"))
     app = create_app(GatewaySettings(environment="test"), store=store, publisher=publisher)
     with TestClient(app) as client:
         response = client.post(
             "/api/v1/projects/p/workspaces/w/invoke",
             json={"agent": "refund-approval", "message": "CLM-4821"},
+            headers={"Authorization": f"Bearer {secret}"},
         )
         assert response.status_code == 503
         assert response.headers["content-type"] == "application/problem+json"

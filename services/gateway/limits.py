@@ -1,0 +1,383 @@
+"""Request limits: body size, JSON shape and a per-client rate, as pure ASGI middleware.
+
+They run outside FastAPI's exception handlers (a limit must hold before any route code reads the
+body), so each answers its own problem document, shaped like ``problems.problem_response``.
+``install_limits`` adds them in the order that rejects a request as cheaply as possible.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import accumulate
+
+from starlette.applications import Starlette
+from starlette.datastructures import URL, Headers
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from services.gateway.problems import PROBLEM_JSON, TYPE_BASE
+
+DEFAULT_MAX_BODY_BYTES = 1 << 20
+DEFAULT_MAX_JSON_DEPTH = 32
+DEFAULT_MAX_JSON_STRING = 100_000
+DEFAULT_RATE_PER_SECOND = 20.0
+DEFAULT_BURST = 40
+MAX_TRACKED_CLIENTS = 10_000
+EXEMPT_PATHS = frozenset({"/healthz", "/readyz"})
+"""Probes must see the process, not a rate limit that a busy client exhausted."""
+
+Clock = Callable[[], float]
+
+
+async def send_problem(
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    status: int,
+    slug: str,
+    title: str,
+    detail: str,
+    headers: dict[str, str] | None = None,
+) -> None:
+    body = {
+        "type": TYPE_BASE + slug,
+        "title": title,
+        "status": status,
+        "detail": detail,
+        "instance": URL(scope=scope).path,
+    }
+    response = JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
+    await response(scope, receive, send)
+
+
+# --- body size and JSON shape -------------------------------------------------------------------
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _Disconnected(Exception):
+    pass
+
+
+class BodyLimitMiddleware:
+    """413 for a body over ``max_body_bytes``; 400 for JSON nested or with strings past the limits.
+
+    The body is read here, never more than the cap, and replayed to the app: the gateway takes
+    only JSON bodies, which FastAPI would buffer whole anyway.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        max_json_depth: int = DEFAULT_MAX_JSON_DEPTH,
+        max_json_string: int = DEFAULT_MAX_JSON_STRING,
+    ) -> None:
+        if min(max_body_bytes, max_json_depth, max_json_string) < 1:
+            raise ValueError("body and JSON limits must be positive")
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+        self.max_json_depth = max_json_depth
+        self.max_json_string = max_json_string
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        try:
+            declared = _content_length(headers)
+            # Trusting a declared length over the cap costs nothing and reads nothing; a lying
+            # smaller one is caught by counting below.
+            if declared is not None and declared > self.max_body_bytes:
+                raise _TooLarge
+            body = await _read_capped(receive, self.max_body_bytes)
+        except _TooLarge:
+            await send_problem(
+                scope,
+                receive,
+                send,
+                413,
+                "payload-too-large",
+                "Payload too large",
+                f"the request body is over the limit of {self.max_body_bytes} bytes",
+            )
+            return
+        except _Disconnected:
+            return  # nobody is left to answer
+        if _is_json(headers.get("content-type")):
+            broken = json_violation(
+                body, max_depth=self.max_json_depth, max_string=self.max_json_string
+            )
+            if broken == "json-too-deep":
+                await send_problem(
+                    scope,
+                    receive,
+                    send,
+                    400,
+                    broken,
+                    "JSON too deep",
+                    f"the JSON body nests deeper than {self.max_json_depth} levels",
+                )
+                return
+            if broken == "json-string-too-long":
+                await send_problem(
+                    scope,
+                    receive,
+                    send,
+                    400,
+                    broken,
+                    "JSON string too long",
+                    f"a JSON string or key is longer than {self.max_json_string} characters",
+                )
+                return
+        await self.app(scope, _replay(body, receive), send)
+
+
+def _content_length(headers: Headers) -> int | None:
+    try:
+        return int(headers["content-length"])
+    except (KeyError, ValueError):
+        return None
+
+
+async def _read_capped(receive: Receive, cap: int) -> bytes:
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise _Disconnected
+        chunk: bytes = message.get("body", b"")
+        # Checked before appending, so a flood never costs more than ``cap`` bytes of memory.
+        if len(body) + len(chunk) > cap:
+            raise _TooLarge
+        body += chunk
+        if not message.get("more_body", False):
+            return bytes(body)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    delivered = False
+
+    async def replayed() -> Message:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        # After the body, the app may still wait for the client to disconnect.
+        return await receive()
+
+    return replayed
+
+
+def _is_json(content_type: str | None) -> bool:
+    # A body without a content type is scanned too: FastAPI parses it as JSON when a route
+    # turns strict_content_type off, and scanning costs little.
+    if not content_type:
+        return True
+    media_type = content_type.partition(";")[0].strip().lower()
+    return media_type == "application/json" or (
+        media_type.startswith("application/") and media_type.endswith("+json")
+    )
+
+
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_NESTING = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+
+
+def json_violation(body: bytes, *, max_depth: int, max_string: int) -> str | None:
+    """``json-too-deep`` or ``json-string-too-long`` when the JSON ``body`` breaks a limit.
+
+    Works in whole-buffer passes (replace, split, translate, accumulate) that run in C: no
+    recursion to overflow on ``[[[[...``, and no Python step per byte, so a 1 MiB body costs
+    about what parsing it does. Bytes that are not valid JSON give ``None``: the app rejects them.
+    """
+    text = _as_utf8(body)
+    if text is None:
+        return None
+    # An escaped backslash or quote becomes one placeholder byte, so every quote left delimits a
+    # string, and every string is at least as many bytes long as it has characters.
+    flat = text.replace(b"\\\\", b"_").replace(b'\\"', b"_")
+    pieces = flat.split(b'"')
+    strings = pieces[1::2]
+    if max(map(len, strings), default=0) > max_string and any(
+        _characters(s) > max_string for s in strings if len(s) > max_string
+    ):
+        return "json-string-too-long"
+    brackets = b"".join(pieces[0::2]).translate(None, _NOT_BRACKETS)
+    depths = accumulate(map(_NESTING.__getitem__, brackets))
+    if any(map(max_depth.__lt__, depths)):
+        return "json-too-deep"
+    return None
+
+
+def _as_utf8(body: bytes) -> bytes | None:
+    # json.loads also reads UTF-16 and UTF-32; scanning those bytes as UTF-8 would miss quotes
+    # and escapes, so a deep document could slip past in another encoding.
+    encoding = json.detect_encoding(body)
+    if encoding.startswith("utf-8"):
+        return body
+    try:
+        return body.decode(encoding).encode()
+    except UnicodeDecodeError:
+        return None
+
+
+def _characters(raw: bytes) -> int:
+    try:
+        decoded: str = json.loads(b'"' + raw + b'"')
+    except ValueError:
+        return 0  # not a valid JSON string: the app rejects the body
+    return len(decoded)
+
+
+# --- rate limit ---------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Bucket:
+    tokens: float
+    updated: float
+
+
+class TokenBuckets:
+    """One token bucket per client key; past ``max_keys`` the least recently seen is dropped.
+
+    A dropped bucket was the idlest, and forgetting it only gives that client its burst back.
+    No lock: ``take`` never awaits, so on one event loop it cannot interleave with itself.
+    """
+
+    def __init__(
+        self,
+        *,
+        rate_per_second: float,
+        burst: int,
+        clock: Clock = time.monotonic,
+        max_keys: int = MAX_TRACKED_CLIENTS,
+    ) -> None:
+        if rate_per_second <= 0 or burst < 1 or max_keys < 1:
+            raise ValueError("rate_per_second must be > 0, burst and max_keys >= 1")
+        self.rate = rate_per_second
+        self.burst = burst
+        self.max_keys = max_keys
+        self._clock = clock
+        self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._buckets)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._buckets
+
+    def take(self, key: str) -> float:
+        """Spend one token of ``key``'s bucket: 0.0 if there was one, else seconds until one."""
+        now = self._clock()
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            if len(self._buckets) >= self.max_keys:
+                self._buckets.popitem(last=False)
+            bucket = self._buckets[key] = _Bucket(tokens=float(self.burst), updated=now)
+        else:
+            self._buckets.move_to_end(key)
+            # max(): a clock that steps back must not drain the bucket.
+            elapsed = max(0.0, now - bucket.updated)
+            bucket.tokens = min(float(self.burst), bucket.tokens + elapsed * self.rate)
+            bucket.updated = now
+        if bucket.tokens >= 1:
+            bucket.tokens -= 1
+            return 0.0
+        return (1 - bucket.tokens) / self.rate
+
+
+def client_key(scope: Scope) -> str:
+    """Who is asking: a SHA-256 of the ``Authorization`` value (the credential itself is never
+    kept), else the client address."""
+    for name, value in scope["headers"]:
+        if name == b"authorization":
+            return "auth:" + hashlib.sha256(value).hexdigest()
+    client = scope.get("client")
+    return "ip:" + (client[0] if client else "unknown")
+
+
+class RateLimitMiddleware:
+    """429 with ``Retry-After`` once a client has spent its burst faster than the refill rate."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        rate_per_second: float = DEFAULT_RATE_PER_SECOND,
+        burst: int = DEFAULT_BURST,
+        clock: Clock = time.monotonic,
+        max_keys: int = MAX_TRACKED_CLIENTS,
+        exempt_paths: frozenset[str] = EXEMPT_PATHS,
+    ) -> None:
+        self.app = app
+        self.buckets = TokenBuckets(
+            rate_per_second=rate_per_second, burst=burst, clock=clock, max_keys=max_keys
+        )
+        self.exempt_paths = exempt_paths
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or _route_path(scope) in self.exempt_paths:
+            await self.app(scope, receive, send)
+            return
+        wait = self.buckets.take(client_key(scope))
+        if wait > 0:
+            retry_after = max(1, math.ceil(wait))
+            await send_problem(
+                scope,
+                receive,
+                send,
+                429,
+                "rate-limited",
+                "Too many requests",
+                f"over {self.buckets.rate:g} requests per second (burst {self.buckets.burst});"
+                f" retry in {retry_after} s",
+                headers={"Retry-After": str(retry_after)},
+            )
+            return
+        await self.app(scope, receive, send)
+
+
+def _route_path(scope: Scope) -> str:
+    # Behind a proxy prefix (``--root-path``) the ASGI path carries the prefix.
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    return path[len(root) :] if root and path.startswith(root + "/") else path
+
+
+def install_limits(
+    app: Starlette,
+    *,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_json_depth: int = DEFAULT_MAX_JSON_DEPTH,
+    max_json_string: int = DEFAULT_MAX_JSON_STRING,
+    rate_limit_per_second: float = DEFAULT_RATE_PER_SECOND,
+    rate_limit_burst: int = DEFAULT_BURST,
+    clock: Clock = time.monotonic,
+) -> None:
+    """Add the limits to ``app``; call it after any other ``add_middleware``."""
+    # The middleware added last runs first: a client over its rate is turned away before a byte
+    # of its body is read.
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_body_bytes=max_body_bytes,
+        max_json_depth=max_json_depth,
+        max_json_string=max_json_string,
+    )
+    app.add_middleware(
+        RateLimitMiddleware,
+        rate_per_second=rate_limit_per_second,
+        burst=rate_limit_burst,
+        clock=clock,
+    )
