@@ -33,6 +33,25 @@ class RegistryError(InterlockError):
     """The agents file is missing or invalid: a deployment error, reported at start-up."""
 
 
+class ReviewRules(BaseModel):
+    """Separation of duties, from ``[agents.NAME.review]``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    self_approval: bool = True
+    """May the principal that invoked an execution decide its suspensions?"""
+    approvals_required: int = Field(default=1, ge=1, le=10)
+    """Distinct owners who must give the same approving answer before the execution resumes
+    (a rejection acts at once)."""
+    approvals_required_for: dict[str, int] = Field(default_factory=dict)
+    """Per tool: a suspension whose pending actions include this tool needs this many."""
+
+    def approvals_for(self, tools: list[str]) -> int:
+        return max(
+            [self.approvals_required, *(self.approvals_required_for.get(t, 1) for t in tools)]
+        )
+
+
 class AgentSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -48,6 +67,7 @@ class AgentSpec(BaseModel):
     policy: AgentPolicy | None = None
     """The review policy from ``[agents.NAME.policy]`` / ``.tiers``; None: the factory alone
     decides which calls pause."""
+    review: ReviewRules = Field(default_factory=ReviewRules)
 
 
 class AgentRegistry:

@@ -195,6 +195,8 @@ class DecisionSubmitted(ExecutionScope):
     """Which pending interrupt this answers; needed when several are pending."""
     reviewer_notes: str | None = Field(default=None, max_length=10_000)
     reviewer: str | None = Field(default=None, max_length=256)
+    approvers: list[str] | None = Field(default=None, max_length=10)
+    """When the agent requires several owners: every owner who gave this answer."""
 
     @model_validator(mode="after")
     def _one_form(self) -> DecisionSubmitted:

@@ -11,17 +11,24 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
 from pydantic import BaseModel
 
-from shared.agents import AgentRegistry
+from shared.agents import AgentRegistry, ReviewRules
 from shared.bus import EventPublisher
-from shared.domain.decisions import NotSuspended, check_agent_version, resolve_decision
+from shared.domain.decisions import (
+    NotSuspended,
+    check_agent_version,
+    resolve_decision,
+    reviews_of,
+)
 from shared.domain.execution import Execution, ExecutionStatus, new_pending_execution
 from shared.domain.review import Resolution
 from shared.events import ActionDecision, AgentInput, DecisionSubmitted, ExecutionRequested
+from shared.store.approvals import Approval
 from shared.store.ports import Claim, Page, Store
 from shared.topics import Topics
 
@@ -61,6 +68,36 @@ def _winner(decision_id: str, summary: str, decisions: Any, reviewer: str | None
         "decisions": [d.model_dump() for d in decisions] if decisions else None,
         "reviewer": reviewer,
     }
+
+
+class SelfApprovalForbidden(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class DecisionOutcome:
+    """What a resume did: the decision published, or an approval recorded toward it."""
+
+    resolution: Resolution
+    event: DecisionSubmitted | None
+    approvals: list[Approval]
+    approvals_required: int
+
+    @property
+    def awaiting(self) -> bool:
+        return self.event is None
+
+
+def approving(answer: ReviewAnswer) -> bool:
+    """Does the answer let something run? A rejection (of everything) acts at once."""
+    if answer.decisions is not None:
+        return any(d.type != "reject" for d in answer.decisions)
+    return (answer.decision or "").strip().casefold() != "reject"
+
+
+def answer_key(resolution: Resolution) -> str:
+    canonical = json.dumps(resolution.values, sort_keys=True, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 class ReviewAnswer(BaseModel):
@@ -143,7 +180,7 @@ class Intake:
             raise ExecutionNotFound(execution_id)
         return execution
 
-    async def list(
+    async def list_executions(
         self,
         project_id: str,
         workspace_id: str,
@@ -164,7 +201,7 @@ class Intake:
         answer: ReviewAnswer,
         reviewer: str | None,
         headers: dict[str, str] | None = None,
-    ) -> tuple[DecisionSubmitted, Resolution]:
+    ) -> DecisionOutcome:
         """Validate, claim the suspension's decision and publish it. Raises ExecutionNotFound,
         DecisionError (not suspended, stale, not allowed, invalid, agent changed) or
         DecisionConflict; nothing is stored or published unless the answer is valid."""
@@ -194,6 +231,31 @@ class Intake:
         check_agent_version(execution, await self._store.agent_versions.get(execution.agent))
         assert execution.suspension is not None
         suspension_id = execution.suspension.suspension_id
+        spec = self._registry.get(execution.agent)
+        rules = spec.review if spec is not None else ReviewRules()
+        if not rules.self_approval and reviewer is not None and reviewer == execution.requested_by:
+            raise SelfApprovalForbidden(
+                f"agent {execution.agent} does not let the principal that invoked an execution"
+                " decide its suspensions; another owner must review it"
+            )
+        tools = [a.name for r in reviews_of(execution) for a in r.actions]
+        needed = rules.approvals_for(tools)
+        approvers: list[Approval] = []
+        if needed > 1 and approving(answer):
+            approval = Approval(
+                execution_id=execution_id,
+                generation=suspension_id,
+                reviewer=reviewer or "anonymous",
+                answer_key=answer_key(resolution),
+                summary=resolution.summary,
+                reviewer_notes=answer.reviewer_notes,
+            )
+            await self._store.approvals.record(approval)
+            everyone = await self._store.approvals.list(execution_id, suspension_id)
+            approvers = [a for a in everyone if a.answer_key == approval.answer_key]
+            if len(approvers) < needed:
+                log.info("approval.recorded", execution_id=execution_id, approvals=len(approvers))
+                return DecisionOutcome(resolution, None, everyone, needed)
         event = DecisionSubmitted(
             execution_id=execution_id,
             correlation_id=execution_id,
@@ -205,6 +267,7 @@ class Intake:
             interrupt_id=answer.interrupt_id,
             reviewer_notes=answer.reviewer_notes,
             reviewer=reviewer,
+            approvers=[a.reviewer for a in approvers] or None,
         )
         holder = await self._store.decisions.claim(
             execution_id, suspension_id, Claim(event.decision_id, event.model_dump_json())
@@ -225,4 +288,12 @@ class Intake:
             event, self._topics.decisions, key=execution_id, headers=headers
         )
         log.info("decision.accepted", execution_id=execution_id, decision=resolution.summary)
-        return event, resolution
+        return DecisionOutcome(resolution, event, approvers, needed)
+
+    async def approvals_of(self, execution: Execution) -> list[Approval]:
+        """Approvals given so far toward the current suspension's decision."""
+        if execution.suspension is None:
+            return []
+        return await self._store.approvals.list(
+            execution.execution_id, execution.suspension.suspension_id
+        )

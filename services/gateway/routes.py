@@ -15,12 +15,14 @@ from services.gateway.intake import (
     IdempotencyKeyReused,
     Intake,
     ReviewAnswer,
+    SelfApprovalForbidden,
     UnknownAgent,
 )
 from services.gateway.problems import Problem
 from services.gateway.schemas import (
     AgentList,
     AgentView,
+    ApprovalView,
     AuditTrail,
     ExecutionPage,
     ExecutionView,
@@ -138,9 +140,12 @@ def build_router(intake: Intake, registry: AgentRegistry, keys: ApiKeys) -> APIR
         key: ApiKey = reader,
     ) -> ExecutionView:
         try:
-            return ExecutionView.of(await intake.get(project_id, workspace_id, execution_id))
+            execution = await intake.get(project_id, workspace_id, execution_id)
         except ExecutionNotFound as exc:
             raise _not_found(execution_id) from exc
+        view = ExecutionView.of(execution)
+        view.approvals = [ApprovalView.of(a) for a in await intake.approvals_of(execution)]
+        return view
 
     @router.get(
         f"{API}/executions/{{execution_id}}/audit", response_model=AuditTrail, tags=["executions"]
@@ -160,6 +165,7 @@ def build_router(intake: Intake, registry: AgentRegistry, keys: ApiKeys) -> APIR
             execution_id=execution_id,
             items=execution.audit,
             decisions=ExecutionView.of(execution).decisions,
+            approvals=[ApprovalView.of(a) for a in await intake.approvals_of(execution)],
         )
 
     @router.get(f"{API}/executions", response_model=ExecutionPage, tags=["executions"])
@@ -173,7 +179,9 @@ def build_router(intake: Intake, registry: AgentRegistry, keys: ApiKeys) -> APIR
     ) -> ExecutionPage:
         """Executions oldest first; ``status=suspended`` lists the pending reviews."""
         try:
-            page = await intake.list(project_id, workspace_id, status_filter, limit, cursor)
+            page = await intake.list_executions(
+                project_id, workspace_id, status_filter, limit, cursor
+            )
         except InvalidCursor as exc:
             raise Problem(400, "invalid-cursor", "Invalid cursor", str(exc)) from exc
         return ExecutionPage(
@@ -205,7 +213,7 @@ def build_router(intake: Intake, registry: AgentRegistry, keys: ApiKeys) -> APIR
         body = parse_resume_body(raw)
         answer = ReviewAnswer(**body.model_dump())
         try:
-            event, resolution = await intake.decide(
+            outcome = await intake.decide(
                 project_id=project_id,
                 workspace_id=workspace_id,
                 execution_id=execution_id,
@@ -246,13 +254,22 @@ def build_router(intake: Intake, registry: AgentRegistry, keys: ApiKeys) -> APIR
                 str(exc),
                 winning_decision=exc.winner,
             ) from exc
-        assert event.suspension_id is not None
+        except SelfApprovalForbidden as exc:
+            raise Problem(403, "self-approval", "Self-approval not allowed", str(exc)) from exc
+        resolution = outcome.resolution
+        generation = outcome.approvals[0].generation if outcome.awaiting else None
+        if outcome.event is not None:
+            generation = outcome.event.suspension_id
+        assert generation is not None
         return ResumeAccepted(
             execution_id=execution_id,
-            suspension_id=event.suspension_id,
-            generation=event.suspension_id,
+            suspension_id=generation,
+            generation=generation,
             decision=resolution.summary,
             interrupt_id=next(iter(resolution.values)),
+            status="awaiting_approvals" if outcome.awaiting else "accepted",
+            approvals=[a.reviewer for a in outcome.approvals],
+            approvals_required=outcome.approvals_required,
         )
 
     return router

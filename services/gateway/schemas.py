@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from shared.domain.decisions import reviews_of
 from shared.domain.execution import AuditEntry, Execution, ExecutionStatus
 from shared.events import ActionDecision, AgentInput, ChatMessage, Identifier, InterruptReview
+from shared.store.approvals import Approval
 
 
 class InvokeRequest(BaseModel):
@@ -71,7 +72,29 @@ class ResumeAccepted(BaseModel):
     decision: str
     """The decision word, or the action decisions' types in order."""
     interrupt_id: str | None = None
-    status: str = "accepted"
+    status: Literal["accepted", "awaiting_approvals"] = "accepted"
+    """``awaiting_approvals``: this owner's approval is recorded; the agent requires more."""
+    approvals: list[str] = Field(default_factory=list)
+    """The owners who gave this answer so far (when several are required)."""
+    approvals_required: int = 1
+
+
+class ApprovalView(BaseModel):
+    """One owner's approval toward a decision that needs several."""
+
+    reviewer: str
+    decision: str
+    reviewer_notes: str | None
+    at: datetime
+
+    @classmethod
+    def of(cls, approval: Approval) -> ApprovalView:
+        return cls(
+            reviewer=approval.reviewer,
+            decision=approval.summary,
+            reviewer_notes=approval.reviewer_notes,
+            at=approval.at,
+        )
 
 
 class DecisionView(BaseModel):
@@ -83,6 +106,7 @@ class DecisionView(BaseModel):
     decisions: list[ActionDecision] | None = None
     interrupt_id: str | None = None
     edits: list[dict[str, Any]] = Field(default_factory=list)
+    approvers: list[str] | None = None
 
 
 class ExecutionView(BaseModel):
@@ -105,6 +129,8 @@ class ExecutionView(BaseModel):
     result: Any = None
     error: dict[str, str] | None = None
     decisions: list[DecisionView] = Field(default_factory=list)
+    approvals: list[ApprovalView] = Field(default_factory=list)
+    """Approvals so far toward the current suspension's decision, when it needs several."""
 
     @classmethod
     def of(cls, execution: Execution) -> ExecutionView:
@@ -158,3 +184,5 @@ class AuditTrail(BaseModel):
     execution_id: str
     items: list[AuditEntry]
     decisions: list[DecisionView] = Field(default_factory=list)
+    approvals: list[ApprovalView] = Field(default_factory=list)
+    """Partial approvals toward the current suspension's decision."""

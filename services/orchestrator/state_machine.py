@@ -311,6 +311,7 @@ def _decision_record(event: DecisionSubmitted, decision: str, suspension_id: int
         interrupt_id=event.interrupt_id,
         reviewer_notes=event.reviewer_notes,
         reviewer=event.reviewer,
+        approvers=event.approvers,
     )
 
 

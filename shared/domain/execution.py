@@ -59,6 +59,8 @@ class Decision(BaseModel):
     """What each answered interrupt resumes with (absent: the Atlas shape for all)."""
     edits: list[dict[str, Any]] = Field(default_factory=list)
     """For each edit: the action's position, its name and args before and after."""
+    approvers: list[str] | None = None
+    """The owners whose identical approvals made this decision (separation of duties)."""
 
 
 class AuditEntry(BaseModel):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from shared.domain.execution import Execution, ExecutionStatus
 from shared.store.agent_versions import InMemoryAgentVersions
 from shared.store.api_keys import InMemoryApiKeys
+from shared.store.approvals import InMemoryApprovals
 from shared.store.attempts import InMemoryAttemptLedger
 from shared.store.cursor import decode_cursor, encode_cursor
 from shared.store.ports import Claim, Page, StepRecord
@@ -104,6 +105,7 @@ class InMemoryStore:
         self.attempts = InMemoryAttemptLedger()
         self.agent_versions = InMemoryAgentVersions()
         self.api_keys = InMemoryApiKeys()
+        self.approvals = InMemoryApprovals()
 
     async def ensure_indexes(self) -> None:
         return None

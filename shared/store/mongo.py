@@ -22,6 +22,7 @@ from shared.domain.execution import Execution, ExecutionStatus
 from shared.errors import RetryableError
 from shared.store.agent_versions import MongoAgentVersions
 from shared.store.api_keys import MongoApiKeys
+from shared.store.approvals import MongoApprovals
 from shared.store.attempts import MongoAttemptLedger
 from shared.store.cursor import decode_cursor, encode_cursor
 from shared.store.ports import Claim, Page, StepRecord
@@ -283,6 +284,7 @@ class MongoStore:
         self.attempts = MongoAttemptLedger(database)
         self.agent_versions = MongoAgentVersions(database)
         self.api_keys = MongoApiKeys(database)
+        self.approvals = MongoApprovals(database)
 
     @classmethod
     def connect(cls, uri: str, database_name: str, *, timeout_ms: int = 5_000) -> MongoStore:
@@ -301,6 +303,7 @@ class MongoStore:
         await self.steps.ensure_indexes()
         await self.attempts.ensure_indexes()
         await self.api_keys.ensure_indexes()
+        await self.approvals.ensure_indexes()
 
     async def ping(self) -> None:
         try:

@@ -12,6 +12,7 @@ from shared.domain.execution import Execution, ExecutionStatus
 from shared.events import utc_now
 from shared.store.agent_versions import AgentVersions
 from shared.store.api_keys import ApiKeys
+from shared.store.approvals import ApprovalStore
 from shared.store.attempts import AttemptLedger
 
 
@@ -136,6 +137,9 @@ class Store(Protocol):
 
     @property
     def api_keys(self) -> ApiKeys: ...
+
+    @property
+    def approvals(self) -> ApprovalStore: ...
 
     async def ensure_indexes(self) -> None: ...
 

@@ -243,3 +243,42 @@ async def test_key_secrets_are_never_logged_or_stored(
     token = secret.split("_", 2)[2]
     for text in (*stored, *(cluster.log_tail(service, lines=100_000) for service in SERVICES)):
         assert token not in text
+
+
+async def test_separation_of_duties_no_self_approval_and_two_owners(
+    api: Api, cluster: Cluster
+) -> None:
+    requester, first, second = (as_key(api, await cluster.key(PROJECT)) for _ in range(3))
+    try:
+        execution_id = (await requester.start_suspended("high-value-refund"))["execution_id"]
+        own = await requester.resume(execution_id, {"decision": "approve"})
+        assert "another owner" in problem(own, 403, "self-approval")["detail"]
+
+        partial = await first.resume(execution_id, {"decision": "approve", "reviewer_notes": "ok"})
+        assert partial.status_code == 202, partial.text
+        body = partial.json()
+        assert (body["status"], len(body["approvals"]), body["approvals_required"]) == (
+            "awaiting_approvals",
+            1,
+            2,
+        )
+        again = await first.resume(execution_id, {"decision": "approve"})
+        assert len(again.json()["approvals"]) == 1  # the same owner counts once
+        shown = await api.status_of(execution_id)
+        assert shown["status"] == "suspended" and len(shown["approvals"]) == 1
+        trail = (await api.audit(execution_id)).json()
+        assert [a["decision"] for a in trail["approvals"]] == ["approve"]
+
+        final = await second.resume(execution_id, {"decision": "approve"})
+        assert final.status_code == 202 and final.json()["status"] == "accepted"
+        done = await api.wait_for(execution_id, "completed")
+        [decision] = done["decisions"]
+        assert len(decision["approvers"]) == 2 and len(set(decision["approvers"])) == 2
+
+        rejected = (await requester.start_suspended("high-value-refund"))["execution_id"]
+        answer = await first.resume(rejected, {"decision": "reject", "reviewer_notes": "no"})
+        assert answer.json()["status"] == "accepted"  # one rejection acts at once
+        assert (await api.wait_for(rejected, "completed"))["result"]["outcome"] == "rejected"
+    finally:
+        for caller in (requester, first, second):
+            await caller.client.aclose()
