@@ -95,9 +95,14 @@ def approving(answer: ReviewAnswer) -> bool:
     return (answer.decision or "").strip().casefold() != "reject"
 
 
-def answer_key(resolution: Resolution) -> str:
-    canonical = json.dumps(resolution.values, sort_keys=True, default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+def answer_key(answer: ReviewAnswer, resolution: Resolution) -> str:
+    """Approvals count together when they say the same thing; notes may differ."""
+    said = {
+        "interrupts": sorted(resolution.values),
+        "decision": resolution.summary if answer.decisions is None else None,
+        "decisions": [d.model_dump() for d in answer.decisions or []],
+    }
+    return hashlib.sha256(json.dumps(said, sort_keys=True, default=str).encode()).hexdigest()
 
 
 class ReviewAnswer(BaseModel):
@@ -246,7 +251,7 @@ class Intake:
                 execution_id=execution_id,
                 generation=suspension_id,
                 reviewer=reviewer or "anonymous",
-                answer_key=answer_key(resolution),
+                answer_key=answer_key(answer, resolution),
                 summary=resolution.summary,
                 reviewer_notes=answer.reviewer_notes,
             )

@@ -53,9 +53,13 @@ PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"description": text, "content": {"application/problem+json": {}}}
     for code, text in {
         400: "Invalid request",
+        401: "No valid API key (see WWW-Authenticate)",
+        403: "The key's role may not do this, or self-approval is not allowed",
         404: "Not found",
         409: "Conflict",
+        413: "Request body too large",
         422: "Unprocessable request",
+        429: "Rate limited (see Retry-After)",
         503: "A backing service is unavailable",
     }.items()
 }

@@ -248,7 +248,7 @@ async def test_key_secrets_are_never_logged_or_stored(
 async def test_separation_of_duties_no_self_approval_and_two_owners(
     api: Api, cluster: Cluster
 ) -> None:
-    requester, first, second = (as_key(api, await cluster.key(PROJECT)) for _ in range(3))
+    requester, first, second = [as_key(api, await cluster.key(PROJECT)) for _ in range(3)]
     try:
         execution_id = (await requester.start_suspended("high-value-refund"))["execution_id"]
         own = await requester.resume(execution_id, {"decision": "approve"})
