@@ -18,10 +18,9 @@ from itertools import accumulate
 
 from starlette.applications import Starlette
 from starlette.datastructures import URL, Headers
-from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.gateway.problems import PROBLEM_JSON, TYPE_BASE
+from services.gateway.problems import problem_at
 
 DEFAULT_MAX_BODY_BYTES = 1 << 20
 DEFAULT_MAX_JSON_DEPTH = 32
@@ -45,14 +44,7 @@ async def send_problem(
     detail: str,
     headers: dict[str, str] | None = None,
 ) -> None:
-    body = {
-        "type": TYPE_BASE + slug,
-        "title": title,
-        "status": status,
-        "detail": detail,
-        "instance": URL(scope=scope).path,
-    }
-    response = JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
+    response = problem_at(URL(scope=scope).path, status, slug, title, detail, headers)
     await response(scope, receive, send)
 
 

@@ -42,6 +42,28 @@ class Problem(Exception):
         self.extensions = extensions
 
 
+def problem_at(
+    path: str,
+    status: int,
+    slug: str,
+    title: str,
+    detail: str,
+    headers: dict[str, str] | None = None,
+    **extensions: Any,
+) -> JSONResponse:
+    """The problem document for a request to ``path`` (also used by the ASGI middleware,
+    which runs outside FastAPI's exception handlers)."""
+    body = {
+        "type": TYPE_BASE + slug,
+        "title": title,
+        "status": status,
+        "detail": detail,
+        "instance": path,
+        **extensions,
+    }
+    return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
+
+
 def problem_response(
     request: Request,
     status: int,
@@ -51,15 +73,7 @@ def problem_response(
     headers: dict[str, str] | None = None,
     **extensions: Any,
 ) -> JSONResponse:
-    body = {
-        "type": TYPE_BASE + slug,
-        "title": title,
-        "status": status,
-        "detail": detail,
-        "instance": request.url.path,
-        **extensions,
-    }
-    return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
+    return problem_at(request.url.path, status, slug, title, detail, headers, **extensions)
 
 
 def _validation_detail(exc: RequestValidationError) -> tuple[str, list[dict[str, Any]]]:
