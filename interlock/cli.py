@@ -2,6 +2,7 @@
 
 interlock service gateway|orchestrator|sandbox|notifier
 interlock topics create
+interlock executions list|get|audit|resume, interlock reviews, interlock invoke (reviewer CLI)
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from typing import Any
 
 import typer
 
+from interlock.client.commands import executions_app, reviews
+from interlock.client.invoke import invoke
+
 app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
@@ -22,6 +26,10 @@ topics_app = typer.Typer(no_args_is_help=True, help="Kafka topics.")
 app.add_typer(topics_app, name="topics")
 keys_app = typer.Typer(no_args_is_help=True, help="API keys (written to the database directly).")
 app.add_typer(keys_app, name="keys")
+# The reviewer CLI: talks to a gateway over HTTP (see docs/cli.md).
+app.add_typer(executions_app, name="executions")
+app.command("reviews")(reviews)
+app.command("invoke")(invoke)
 
 
 class ServiceName(StrEnum):

@@ -1,0 +1,146 @@
+"""A small synchronous client of the gateway's HTTP API.
+
+Synchronous on purpose: the CLI does one thing at a time and blocks on the reviewer anyway. The
+``httpx.Client`` is passed in, so tests hand over a client bound to the app in-process.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+
+from interlock.client.config import Config
+
+Json = dict[str, Any]
+TERMINAL = frozenset({"completed", "error"})
+SETTLED = TERMINAL | {"suspended"}
+"""Statuses an execution stays in until someone (a reviewer, or nobody) acts."""
+
+
+class ApiError(Exception):
+    """The gateway answered with an error (a problem document, usually)."""
+
+    def __init__(self, status: int, title: str, detail: str, body: Any = None) -> None:
+        super().__init__(f"{title}: {detail}")
+        self.status = status
+        self.title = title
+        self.detail = detail
+        self.body = body
+
+
+class GatewayUnreachable(Exception):
+    def __init__(self, url: str, cause: Exception) -> None:
+        super().__init__(f"cannot reach the gateway at {url} ({type(cause).__name__}: {cause})")
+
+
+def _problem(response: httpx.Response) -> ApiError:
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and "title" in body:
+        return ApiError(response.status_code, str(body["title"]), str(body.get("detail", "")), body)
+    text = response.text.strip()[:200] or response.reason_phrase
+    return ApiError(response.status_code, f"HTTP {response.status_code}", text, body)
+
+
+class Gateway:
+    def __init__(self, http: httpx.Client, config: Config) -> None:
+        self._http = http
+        self.config = config
+        self._headers = {
+            "Authorization": f"Bearer {config.api_key}",
+            "User-Agent": "interlock-cli",
+        }
+
+    @property
+    def _project(self) -> str:
+        return f"{self.config.url}/api/v1/projects/{self.config.project}"
+
+    def _request(
+        self, method: str, url: str, *, params: Json | None = None, body: Any = None
+    ) -> Json:
+        scope = {"workspace_id": self.config.workspace}
+        query = {k: v for k, v in {**scope, **(params or {})}.items() if v is not None}
+        try:
+            response = self._http.request(
+                method, url, params=query, json=body, headers=self._headers
+            )
+        except httpx.TransportError as exc:
+            raise GatewayUnreachable(self.config.url, exc) from exc
+        if response.is_error:
+            raise _problem(response)
+        data: Json = response.json()
+        return data
+
+    def _execution_url(self, execution_id: str) -> str:
+        return f"{self._project}/executions/{execution_id}"
+
+    def invoke(self, agent: str, message: str) -> Json:
+        url = f"{self._project}/workspaces/{self.config.workspace}/invoke"
+        return self._request("POST", url, body={"agent": agent, "message": message})
+
+    def get(self, execution_id: str) -> Json:
+        return self._request("GET", self._execution_url(execution_id))
+
+    def audit(self, execution_id: str) -> Json:
+        return self._request("GET", f"{self._execution_url(execution_id)}/audit")
+
+    def resume(self, execution_id: str, body: Json) -> Json:
+        return self._request("POST", f"{self._execution_url(execution_id)}/resume", body=body)
+
+    def page(self, *, status: str | None, limit: int, cursor: str | None = None) -> Json:
+        params = {"status": status, "limit": limit, "cursor": cursor}
+        return self._request("GET", f"{self._project}/executions", params=params)
+
+    def pages(self, *, status: str | None, limit: int) -> Iterator[Json]:
+        """Every page, following ``next_cursor`` until the gateway says there is no more."""
+        cursor: str | None = None
+        while True:
+            page = self.page(status=status, limit=limit, cursor=cursor)
+            yield page
+            cursor = page.get("next_cursor")
+            if not cursor:
+                return
+
+    def wait(
+        self,
+        execution_id: str,
+        until: Callable[[Json], bool],
+        *,
+        timeout: float,
+        interval: float = 0.5,
+    ) -> Json:
+        """Poll until ``until(execution)`` holds or ``timeout`` seconds pass; returns the last
+        execution seen either way (the caller tells the two apart with ``until``)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            execution = self.get(execution_id)
+            if until(execution) or time.monotonic() >= deadline:
+                return execution
+            time.sleep(min(interval, max(deadline - time.monotonic(), 0.0)))
+
+
+def settled(execution: Json) -> bool:
+    return execution.get("status") in SETTLED
+
+
+def moved_on(previous: Json) -> Callable[[Json], bool]:
+    """After a resume: the execution left the suspension that was answered. Until the
+    orchestrator applies the decision the gateway still shows that same suspension, so
+    ``settled`` alone would return at once."""
+
+    def check(execution: Json) -> bool:
+        if execution.get("status") in TERMINAL:
+            return True
+        if execution.get("status") != "suspended":
+            return False
+        return (execution.get("generation"), execution.get("reviews")) != (
+            previous.get("generation"),
+            previous.get("reviews"),
+        )
+
+    return check

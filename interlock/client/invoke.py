@@ -1,0 +1,160 @@
+"""``interlock invoke``: run an agent, either once (scripts) or as a chat session (reviewers).
+
+Once: start the execution, wait until it is suspended or finished, print it, and exit with a
+code a script can branch on. Chat (no message, stdin a terminal, no --json/--file): prompt for
+messages, and review each suspension inline as the Atlas CLI does.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from interlock.client import render
+from interlock.client.api import ApiError, Gateway, Json, moved_on, settled
+from interlock.client.commands import accepted_line
+from interlock.client.review import ask_review
+from interlock.client.session import (
+    AsJson,
+    Key,
+    Project,
+    Url,
+    Workspace,
+    connect,
+    fail,
+    out,
+    spinner,
+)
+
+EXIT_COMPLETED = 0
+EXIT_ERROR = 1
+EXIT_SUSPENDED = 3
+EXIT_TIMEOUT = 4
+"""Still pending or running when ``--timeout`` ran out."""
+EXIT_CODES = {"completed": EXIT_COMPLETED, "error": EXIT_ERROR, "suspended": EXIT_SUSPENDED}
+
+Timeout = Annotated[
+    float, typer.Option("--timeout", min=0, help="Seconds to wait for a suspension or a result.")
+]
+
+
+def stdin_is_tty() -> bool:
+    """Whether a person is typing (tests replace this to drive the chat session)."""
+    return sys.stdin.isatty()
+
+
+def invoke(
+    ctx: typer.Context,
+    agent: Annotated[str, typer.Argument(help="The agent to run, e.g. refund-approval.")],
+    message: Annotated[
+        str | None, typer.Argument(help="The message (else --file, piped stdin, or a chat).")
+    ] = None,
+    file: Annotated[
+        Path | None, typer.Option("--file", "-f", help="Read the message from this file.")
+    ] = None,
+    timeout: Timeout = 120.0,
+    as_json: AsJson = False,
+    url: Url = None,
+    key: Key = None,
+    project: Project = None,
+    workspace: Workspace = None,
+) -> None:
+    """Run an agent once, or chat with it and review its suspensions inline.
+
+    Exit codes: 0 completed, 3 suspended for review, 1 error, 2 usage or HTTP error, 4 still
+    running at --timeout (docs/cli.md)."""
+    interactive = stdin_is_tty()
+    if message is None and file is None and not as_json and interactive:
+        with connect(ctx, url, key, project, workspace) as gateway:
+            chat(gateway, agent, timeout)
+        return
+    text = _message(message, file, interactive)
+    with connect(ctx, url, key, project, workspace) as gateway:
+        with spinner(f"Running {agent}"):
+            accepted = gateway.invoke(agent, text)
+            execution = gateway.wait(accepted["execution_id"], settled, timeout=timeout)
+        if as_json:
+            render.print_json(out(), execution)
+        else:
+            out().print(render.execution_panel(execution))
+            if execution["status"] == "suspended":
+                typer.echo(
+                    f"Waiting for review: interlock executions resume {execution['execution_id']}"
+                    " --decision ..."
+                )
+    raise typer.Exit(EXIT_CODES.get(execution["status"], EXIT_TIMEOUT))
+
+
+def _message(message: str | None, file: Path | None, interactive: bool) -> str:
+    if message is not None and file is not None:
+        raise fail("error: give the message as an argument or with --file, not both")
+    if file is not None:
+        try:
+            text = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise fail(f"error: cannot read {file}: {exc.strerror}") from None
+    elif message is not None:
+        text = message
+    elif interactive:
+        raise fail("error: give a message (argument, --file, or piped stdin) with --json")
+    else:
+        text = sys.stdin.read()
+    if not text.strip():
+        raise fail("error: the message is empty")
+    return text.rstrip("\n")
+
+
+def chat(gateway: Gateway, agent: str, timeout: float) -> None:
+    """Prompt for messages until EOF. Each message starts a new execution of the agent (an
+    execution is one conversation turn here; the agent sees only that message)."""
+    typer.echo(f"Chatting with {agent}: each message starts a new execution. Ctrl-D to quit.")
+    while True:
+        try:
+            text: str = typer.prompt("You", prompt_suffix="> ")
+        except typer.Abort:
+            typer.echo("")
+            return
+        if not text.strip():
+            continue
+        try:
+            with spinner(f"Running {agent}"):
+                started = gateway.invoke(agent, text)
+                execution = gateway.wait(started["execution_id"], settled, timeout=timeout)
+            follow(gateway, execution, timeout)
+        except ApiError as exc:
+            # A refused message or decision ends that turn, not the session.
+            typer.echo(f"{exc.title}: {exc.detail}", err=True)
+
+
+def follow(gateway: Gateway, execution: Json, timeout: float) -> None:
+    """Review every suspension of the execution inline until it finishes."""
+    execution_id = execution["execution_id"]
+    while execution["status"] == "suspended":
+        try:
+            body = ask_review(execution)
+        except typer.Abort:
+            typer.echo(f"\nReview abandoned: execution {execution_id} stays suspended.")
+            raise typer.Exit(EXIT_SUSPENDED) from None
+        accepted = gateway.resume(execution_id, body)
+        if accepted.get("status") == "awaiting_approvals":
+            typer.echo(accepted_line(accepted))
+            return
+        typer.echo("Execution resumed")
+        answered = execution
+        with spinner("Waiting for the agent"):
+            execution = gateway.wait(execution_id, moved_on(answered), timeout=timeout)
+        if not moved_on(answered)(execution):
+            break
+    status = execution["status"]
+    if status == "completed":
+        typer.echo(render.agent_output(execution) or "Execution completed")
+    elif status == "error":
+        typer.echo(f"Execution failed: {render.plain(execution.get('error'))}")
+    else:
+        typer.echo(
+            f"Still {status} after {timeout:g}s: follow it with"
+            f" `interlock executions get {execution_id}`"
+        )

@@ -1,0 +1,92 @@
+"""What every command shares: the connection options, the gateway connection, error handling.
+
+Errors become one line on stderr and exit code 2, never a traceback: reviewers read them, and
+scripts branch on the code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Annotated
+
+import httpx
+import typer
+from rich.console import Console
+
+from interlock.client.api import ApiError, Gateway, GatewayUnreachable
+from interlock.client.config import ConfigError, load_config
+
+EXIT_USAGE = 2
+HTTP_TIMEOUT_SECONDS = 30.0
+
+HttpFactory = Callable[[], httpx.Client]
+"""Makes the HTTP client. Tests pass one as the root context's ``obj`` (``CliRunner.invoke(...,
+obj=...)``) to reach an app in-process; such a client belongs to the caller: not closed here."""
+
+Url = Annotated[
+    str | None, typer.Option("--url", help="Gateway URL (else INTERLOCK_URL, else profile).")
+]
+Key = Annotated[
+    str | None,
+    typer.Option("--key", help="API key (else INTERLOCK_API_KEY, else profile)."),
+]
+Project = Annotated[
+    str | None,
+    typer.Option("--project", help="Project (else INTERLOCK_PROJECT, profile, 'demo')."),
+]
+Workspace = Annotated[
+    str | None,
+    typer.Option("--workspace", help="Workspace (else INTERLOCK_WORKSPACE, profile, 'default')."),
+]
+AsJson = Annotated[bool, typer.Option("--json", help="Print the raw JSON body.")]
+
+
+def out() -> Console:
+    # Made per call, not at import: Rich then writes to whatever sys.stdout is now (CliRunner
+    # swaps it per invocation).
+    return Console(highlight=False)
+
+
+def err() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
+    typer.echo(message, err=True)
+    return typer.Exit(code)
+
+
+@contextmanager
+def connect(
+    ctx: typer.Context,
+    url: str | None,
+    key: str | None,
+    project: str | None,
+    workspace: str | None,
+) -> Iterator[Gateway]:
+    """The gateway for these options; gateway, network and configuration errors inside the
+    block exit 2 with one line on stderr."""
+    try:
+        config = load_config(url=url, key=key, project=project, workspace=workspace)
+    except ConfigError as exc:
+        raise fail(f"error: {exc}") from None
+    injected = ctx.find_root().obj
+    factory: HttpFactory | None = injected if callable(injected) else None
+    try:
+        if callable(factory):
+            yield Gateway(factory(), config)
+        else:
+            with httpx.Client(timeout=HTTP_TIMEOUT_SECONDS) as http:
+                yield Gateway(http, config)
+    except ApiError as exc:
+        raise fail(f"{exc.title}: {exc.detail}") from None
+    except GatewayUnreachable as exc:
+        raise fail(f"error: {exc}") from None
+
+
+@contextmanager
+def spinner(text: str) -> Iterator[None]:
+    # On stderr so `--json` output stays clean; Rich draws nothing when stderr is not a TTY.
+    with err().status(text):
+        yield
