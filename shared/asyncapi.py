@@ -32,6 +32,7 @@ from faststream.specification import AsyncAPI
 from pydantic import BaseModel
 
 from shared.events import (
+    CancelRequested,
     DecisionSubmitted,
     EventModel,
     ExecutionDispatched,
@@ -167,6 +168,30 @@ def topic_docs(topics: Topics | None = None) -> list[TopicDoc]:
                     "apply (not suspended, stale `suspension_id`, not allowed, or a suspension "
                     "that already has another decision) is recorded in the execution's audit "
                     "trail and dead-lettered.",
+                ),
+            ),
+        ),
+        TopicDoc(
+            topic=t.cancellations,
+            model=CancelRequested,
+            summary="Stop an execution.",
+            description=(
+                "Cancels a pending, running, suspended or resuming execution. A run still under "
+                "way is not interrupted, but everything it reports afterwards is ignored."
+            ),
+            producers=(
+                Party(
+                    "gateway",
+                    "`POST /api/v1/projects/{project_id}/executions/{execution_id}/cancel` "
+                    "(PROJECT_OWNER) publishes it.",
+                ),
+                Party(EXTERNAL, "Outside producers publish directly."),
+            ),
+            consumers=(
+                Party(
+                    "orchestrator",
+                    "Moves the execution to `cancelled` once; a repeat is ignored; cancelling an "
+                    "execution that already ended is dead-lettered with the reason.",
                 ),
             ),
         ),

@@ -52,10 +52,12 @@ class ExecutionStatus(StrEnum):
     RESUMING = "resuming"
     COMPLETED = "completed"
     ERROR = "error"
+    CANCELLED = "cancelled"
+    """Stopped by a user; terminal."""
 
     @property
     def is_terminal(self) -> bool:
-        return self in (ExecutionStatus.COMPLETED, ExecutionStatus.ERROR)
+        return self in (ExecutionStatus.COMPLETED, ExecutionStatus.ERROR, ExecutionStatus.CANCELLED)
 
 
 class EventModel(BaseModel):
@@ -212,6 +214,17 @@ class DecisionSubmitted(ExecutionScope):
         return data
 
 
+class CancelRequested(ExecutionScope):
+    """Stop an execution. A pending or suspended one is cancelled at once; a running one too,
+    and whatever its current run reports afterwards is ignored (effects already under way in
+    that run may still complete)."""
+
+    type: Literal["execution.cancel_requested"] = "execution.cancel_requested"
+    version: Literal[1] = 1
+    reason: str | None = Field(default=None, max_length=10_000)
+    requested_by: str | None = Field(default=None, max_length=256)
+
+
 # --- orchestrator -> sandbox --------------------------------------------------------------------
 
 
@@ -347,6 +360,7 @@ class MessageDeadLettered(BaseModel):
 AnyEvent = (
     ExecutionRequested
     | DecisionSubmitted
+    | CancelRequested
     | ExecutionDispatched
     | ExecutionSuspended
     | ExecutionReported
@@ -358,6 +372,7 @@ EVENT_TYPES: dict[tuple[str, int], type[EventModel]] = {
     for model in (
         ExecutionRequested,
         DecisionSubmitted,
+        CancelRequested,
         ExecutionDispatched,
         ExecutionSuspended,
         ExecutionReported,

@@ -50,6 +50,11 @@ class Topics:
         return self._name("execution.status")
 
     @property
+    def cancellations(self) -> str:
+        """Gateway or any outside system -> orchestrator: stop an execution."""
+        return self._name("execution.cancel_requested")
+
+    @property
     def dead_letters(self) -> str:
         """Messages that could not be processed, with the reason."""
         return self._name("execution.dead_lettered")
@@ -58,6 +63,7 @@ class Topics:
         return [
             self.requested,
             self.decisions,
+            self.cancellations,
             self.dispatched,
             self.suspended,
             self.reported,

@@ -92,6 +92,10 @@ class Gateway:
     def resume(self, execution_id: str, body: Json) -> Json:
         return self._request("POST", f"{self._execution_url(execution_id)}/resume", body=body)
 
+    def cancel(self, execution_id: str, reason: str | None) -> Json:
+        body = {"reason": reason} if reason else {}
+        return self._request("POST", f"{self._execution_url(execution_id)}/cancel", body=body)
+
     def page(self, *, status: str | None, limit: int, cursor: str | None = None) -> Json:
         params = {"status": status, "limit": limit, "cursor": cursor}
         return self._request("GET", f"{self._project}/executions", params=params)

@@ -103,6 +103,26 @@ def audit_execution(
         console.print(table)
 
 
+@executions_app.command("cancel")
+def cancel_execution(
+    ctx: typer.Context,
+    execution_id: str,
+    reason: str | None = typer.Option(None, help="Why; recorded in the audit trail."),
+    as_json: AsJson = False,
+    url: Url = None,
+    key: Key = None,
+    project: Project = None,
+    workspace: Workspace = None,
+) -> None:
+    """Cancel an execution that has not ended (needs PROJECT_OWNER)."""
+    with connect(ctx, url, key, project, workspace) as gateway, spinner("Cancelling"):
+        answer = gateway.cancel(execution_id, reason)
+    if as_json:
+        render.print_json(out(), answer)
+        return
+    out().print(f"Cancellation of {execution_id} accepted")
+
+
 @executions_app.command("resume")
 def resume_execution(
     ctx: typer.Context,

@@ -27,7 +27,13 @@ from shared.domain.decisions import (
 )
 from shared.domain.execution import Execution, ExecutionStatus, new_pending_execution
 from shared.domain.review import Resolution
-from shared.events import ActionDecision, AgentInput, DecisionSubmitted, ExecutionRequested
+from shared.events import (
+    ActionDecision,
+    AgentInput,
+    CancelRequested,
+    DecisionSubmitted,
+    ExecutionRequested,
+)
 from shared.store.approvals import Approval
 from shared.store.ports import Claim, Page, Store
 from shared.topics import Topics
@@ -72,6 +78,11 @@ def _winner(decision_id: str, summary: str, decisions: Any, reviewer: str | None
 
 class SelfApprovalForbidden(Exception):
     pass
+
+
+class AlreadyFinished(Exception):
+    def __init__(self, status: ExecutionStatus) -> None:
+        super().__init__(f"execution is already {status.value}; there is nothing to cancel")
 
 
 @dataclass(frozen=True)
@@ -294,6 +305,31 @@ class Intake:
         )
         log.info("decision.accepted", execution_id=execution_id, decision=resolution.summary)
         return DecisionOutcome(resolution, event, approvers, needed)
+
+    async def cancel(
+        self,
+        *,
+        project_id: str,
+        workspace_id: str,
+        execution_id: str,
+        reason: str | None,
+        requested_by: str | None,
+    ) -> Execution:
+        """Ask the orchestrator to cancel. Raises ExecutionNotFound or AlreadyFinished."""
+        execution = await self.get(project_id, workspace_id, execution_id)
+        if execution.status.is_terminal:
+            raise AlreadyFinished(execution.status)
+        event = CancelRequested(
+            execution_id=execution_id,
+            correlation_id=execution_id,
+            project_id=project_id,
+            workspace_id=workspace_id,
+            reason=reason,
+            requested_by=requested_by,
+        )
+        await self._publisher.publish(event, self._topics.cancellations, key=execution_id)
+        log.info("cancel.accepted", execution_id=execution_id)
+        return execution
 
     async def approvals_of(self, execution: Execution) -> list[Approval]:
         """Approvals given so far toward the current suspension's decision."""

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from services.gateway.auth import ANY_ROLE, OWNERS, WRITERS, access
 from services.gateway.intake import (
+    AlreadyFinished,
     DecisionConflict,
     ExecutionNotFound,
     IdempotencyKeyReused,
@@ -24,6 +25,8 @@ from services.gateway.schemas import (
     AgentView,
     ApprovalView,
     AuditTrail,
+    CancelAccepted,
+    CancelRequest,
     ExecutionPage,
     ExecutionView,
     InvokeAccepted,
@@ -275,6 +278,50 @@ def build_router(intake: Intake, registry: AgentRegistry, keys: ApiKeys) -> APIR
             approvals=[a.reviewer for a in outcome.approvals],
             approvals_required=outcome.approvals_required,
         )
+
+    @router.post(
+        f"{API}/executions/{{execution_id}}/cancel",
+        status_code=status.HTTP_202_ACCEPTED,
+        response_model=CancelAccepted,
+        tags=["executions"],
+        openapi_extra={
+            "requestBody": {
+                "required": False,
+                "content": {"application/json": {"schema": CancelRequest.model_json_schema()}},
+            }
+        },
+    )
+    async def cancel(
+        project_id: ProjectPath,
+        execution_id: Identifier,
+        workspace_id: WorkspaceQuery,
+        raw: Annotated[Any, Body(include_in_schema=False)] = None,
+        key: ApiKey = reviewer,
+    ) -> CancelAccepted:
+        """Stop an execution (pending, running, suspended or resuming); 409 once it ended."""
+        if raw is not None and not isinstance(raw, dict):
+            raise Problem(400, "invalid-request", "Invalid request", "body must be a JSON object")
+        try:
+            body = CancelRequest.model_validate(raw or {})
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            where = ".".join(str(p) for p in first["loc"]) or "body"
+            raise Problem(
+                400, "invalid-request", "Invalid request", f"{where}: {first['msg']}"
+            ) from exc
+        try:
+            await intake.cancel(
+                project_id=project_id,
+                workspace_id=workspace_id,
+                execution_id=execution_id,
+                reason=body.reason,
+                requested_by=key.principal,
+            )
+        except ExecutionNotFound as exc:
+            raise _not_found(execution_id) from exc
+        except AlreadyFinished as exc:
+            raise Problem(409, "already-finished", "Execution already finished", str(exc)) from exc
+        return CancelAccepted(execution_id=execution_id)
 
     return router
 

@@ -186,3 +186,15 @@ class AuditTrail(BaseModel):
     decisions: list[DecisionView] = Field(default_factory=list)
     approvals: list[ApprovalView] = Field(default_factory=list)
     """Partial approvals toward the current suspension's decision."""
+
+
+class CancelRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str | None = Field(default=None, max_length=10_000)
+
+
+class CancelAccepted(BaseModel):
+    execution_id: str
+    status: Literal["accepted"] = "accepted"
+    """The orchestrator cancels it next; read the execution to see ``cancelled``."""

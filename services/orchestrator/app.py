@@ -11,6 +11,7 @@ from services.orchestrator.handlers import Orchestrator
 from shared.agents import load_registry
 from shared.bus import E, EventPublisher, KafkaPublisher, create_broker, route
 from shared.events import (
+    CancelRequested,
     DecisionSubmitted,
     ExecutionReported,
     ExecutionRequested,
@@ -45,6 +46,7 @@ def register(
 
     on(topics.requested, ExecutionRequested, orchestrator.on_requested)
     on(topics.decisions, DecisionSubmitted, orchestrator.on_decision)
+    on(topics.cancellations, CancelRequested, orchestrator.on_cancel)
     on(topics.suspended, ExecutionSuspended, orchestrator.on_suspended)
     on(topics.reported, ExecutionReported, orchestrator.on_reported)
     return orchestrator

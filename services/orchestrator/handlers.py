@@ -20,6 +20,7 @@ from shared.domain.decisions import DecisionError, check_agent_version
 from shared.domain.execution import Execution, new_pending_execution
 from shared.errors import ConcurrencyConflict, RejectedMessage
 from shared.events import (
+    CancelRequested,
     DecisionSubmitted,
     EventModel,
     ExecutionReported,
@@ -91,6 +92,17 @@ class Orchestrator:
             return
         raise ConcurrencyConflict(f"execution {event.execution_id} kept changing")
 
+    async def on_cancel(self, event: CancelRequested) -> None:
+        execution = await self._load(event)
+
+        def cancel(current: Execution) -> sm.Outcome:
+            try:
+                return sm.on_cancel(current, event)
+            except sm.AlreadyFinished as exc:
+                raise RejectedMessage(str(exc)) from exc
+
+        await self._apply(execution, cancel, event)
+
     # --- sandbox reports ---------------------------------------------------------------------
 
     async def on_suspended(self, event: ExecutionSuspended) -> None:
@@ -109,7 +121,7 @@ class Orchestrator:
     # --- plumbing ----------------------------------------------------------------------------
 
     async def _load(
-        self, event: DecisionSubmitted | ExecutionSuspended | ExecutionReported
+        self, event: DecisionSubmitted | CancelRequested | ExecutionSuspended | ExecutionReported
     ) -> Execution:
         execution = await self._store.executions.get(event.project_id, event.execution_id)
         if execution is None or execution.workspace_id != event.workspace_id:

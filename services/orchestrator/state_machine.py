@@ -26,6 +26,7 @@ from shared.domain.execution import (
 )
 from shared.errors import InterlockError
 from shared.events import (
+    CancelRequested,
     DecisionSubmitted,
     DispatchKind,
     ExecutionDispatched,
@@ -40,12 +41,13 @@ from shared.events import (
 S = ExecutionStatus
 
 ALLOWED_TRANSITIONS: dict[ExecutionStatus, frozenset[ExecutionStatus]] = {
-    S.PENDING: frozenset({S.RUNNING, S.ERROR}),
-    S.RUNNING: frozenset({S.SUSPENDED, S.COMPLETED, S.ERROR}),
-    S.SUSPENDED: frozenset({S.RESUMING}),
-    S.RESUMING: frozenset({S.RUNNING, S.ERROR, S.SUSPENDED}),
+    S.PENDING: frozenset({S.RUNNING, S.ERROR, S.CANCELLED}),
+    S.RUNNING: frozenset({S.SUSPENDED, S.COMPLETED, S.ERROR, S.CANCELLED}),
+    S.SUSPENDED: frozenset({S.RESUMING, S.CANCELLED}),
+    S.RESUMING: frozenset({S.RUNNING, S.ERROR, S.SUSPENDED, S.CANCELLED}),
     S.COMPLETED: frozenset(),
     S.ERROR: frozenset(),
+    S.CANCELLED: frozenset(),
 }
 
 ORCHESTRATOR = "orchestrator"
@@ -247,6 +249,32 @@ def on_refused(execution: Execution, report: ExecutionReported) -> Outcome:
         reason=reason,
         event_id=report.event_id,
         suspension=execution.suspension.model_copy(update={"suspension_id": execution.epoch}),
+    )
+    return walk.outcome()
+
+
+class AlreadyFinished(InterlockError):
+    def __init__(self, status: ExecutionStatus) -> None:
+        super().__init__(f"execution is already {status.value}; there is nothing to cancel")
+        self.status = status
+
+
+def on_cancel(execution: Execution, event: CancelRequested) -> Outcome:
+    """Cancel at once. The epoch moves on, so a run still under way is stale from now on: its
+    reports are ignored and a queued command for it is skipped."""
+    if execution.status is S.CANCELLED:
+        return Outcome(execution, ignored="already cancelled")
+    if execution.status.is_terminal:
+        raise AlreadyFinished(execution.status)
+    walk = _Walk(execution)
+    walk.to(
+        S.CANCELLED,
+        actor=event.requested_by or "producer",
+        reason=event.reason or "cancelled",
+        event_id=event.event_id,
+        epoch=execution.epoch + 1,
+        suspension=None,
+        parked_decision=None,
     )
     return walk.outcome()
 

@@ -125,3 +125,32 @@ async def every_document(uri: str, database: str) -> str:
         return "\n".join(texts)
     finally:
         await client.close()
+
+
+async def test_cancel_a_suspended_execution_then_nothing_resumes_it(
+    api: Api, cluster: Cluster
+) -> None:
+    execution_id = (await api.start_suspended())["execution_id"]
+    url = f"/api/v1/projects/{api.project}/executions/{execution_id}/cancel"
+    params = {"workspace_id": api.workspace}
+    member = await cluster.key(api.project, "PROJECT_MEMBER")
+    forbidden = await api.client.post(
+        url, params=params, headers={"Authorization": f"Bearer {member}"}
+    )
+    assert forbidden.status_code == 403
+    accepted = await api.client.post(url, params=params, json={"reason": "claim withdrawn"})
+    assert accepted.status_code == 202, accepted.text
+    done = await api.wait_for(execution_id, "cancelled")
+    assert done["suspend_context"] is None
+    assert (await api.resume(execution_id, {"decision": "approve"})).status_code == 409
+    finished = await api.client.post(url, params=params)
+    assert finished.status_code == 409 and finished.json()["type"].endswith("/already-finished")
+    audit = (await api.audit(execution_id)).json()["items"]
+    last = audit[-1]
+    assert (last["from_status"], last["to_status"], last["reason"]) == (
+        "suspended",
+        "cancelled",
+        "claim withdrawn",
+    )
+    assert last["actor"].startswith("key:")
+    assert ledger_entries(cluster, execution_id) == []

@@ -68,7 +68,7 @@ def test_header(document: dict[str, Any]) -> None:
 
 def test_one_channel_per_topic(document: dict[str, Any]) -> None:
     topics = Topics().all()
-    assert len(topics) == 7
+    assert len(topics) == 8
     assert list(document["channels"]) == topics
     for topic, channel in document["channels"].items():
         assert channel["address"] == topic

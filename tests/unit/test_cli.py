@@ -361,3 +361,19 @@ def test_existing_commands_still_listed() -> None:
     shown = CliRunner().invoke(app, ["--help"])
     for command in ("service", "up", "topics", "keys", "executions", "reviews", "invoke"):
         assert command in shown.stdout
+
+
+def test_cancel_stops_a_suspended_execution_and_refuses_a_finished_one(cli: Cli) -> None:
+    execution_id = cli.start("refund-approval", "Refund claim CLM-4821")
+    cancelled = cli("executions", "cancel", execution_id, "--reason", "claim withdrawn")
+    assert cancelled.exit_code == 0, cancelled.output
+    assert f"Cancellation of {execution_id} accepted" in cancelled.stdout
+    shown = cli.api("GET", f"/executions/{execution_id}")
+    assert shown["status"] == "cancelled"
+    audit = cli.api("GET", f"/executions/{execution_id}/audit")
+    assert audit["items"][-1]["reason"] == "claim withdrawn"
+    again = cli("executions", "cancel", execution_id)
+    assert again.exit_code == 2
+    assert "Execution already finished: execution is already cancelled" in again.stderr
+    late = cli("executions", "resume", execution_id, "--decision", "approve")
+    assert late.exit_code == 2 and "not suspended" in late.stderr

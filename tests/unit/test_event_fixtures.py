@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from shared.events import (
     EVENT_TYPES,
+    CancelRequested,
     DecisionSubmitted,
     DispatchKind,
     EventDecodeError,
@@ -37,6 +38,7 @@ EXPECTED: dict[str, type[BaseModel]] = {
     "execution.requested.v1.json": ExecutionRequested,
     "decision.submitted.v1.json": DecisionSubmitted,
     "decision.submitted.v1.actions.json": DecisionSubmitted,
+    "execution.cancel_requested.v1.json": CancelRequested,
     "execution.dispatched.v1.start.json": ExecutionDispatched,
     "execution.dispatched.v1.resume.json": ExecutionDispatched,
     "execution.suspended.v1.json": ExecutionSuspended,

@@ -184,3 +184,22 @@ def test_a_parked_decision_is_dropped_when_the_attempt_ends_without_suspending()
 def test_a_decision_without_suspension_id_is_not_parked() -> None:
     with pytest.raises(NotSuspended):
         sm.on_decision(dispatched(), f.decision(dispatched()))
+
+
+def test_cancel_stops_the_execution_and_its_running_attempt_goes_stale() -> None:
+    from shared.events import CancelRequested
+
+    execution = sm.on_started(dispatched(), f.report(dispatched(), ReportOutcome.STARTED)).execution
+    cancel = CancelRequested(execution_id=execution.execution_id, reason="withdrawn", **f.SCOPE)
+    outcome = sm.on_cancel(execution, cancel)
+    cancelled = outcome.execution
+    assert cancelled.status is S.CANCELLED and cancelled.status.is_terminal
+    assert cancelled.epoch == execution.epoch + 1
+    assert outcome.transitions[0].reason == "withdrawn"
+    late = sm.on_finished(cancelled, f.report(execution, ReportOutcome.COMPLETED, result=1))
+    assert late.ignored and late.execution is cancelled
+    assert sm.on_cancel(cancelled, cancel).ignored == "already cancelled"
+    assert sm.follow_ups(cancelled, causation_id=None) == []
+    done = f.pending().model_copy(update={"status": S.COMPLETED})
+    with pytest.raises(sm.AlreadyFinished, match="already completed"):
+        sm.on_cancel(done, cancel)
