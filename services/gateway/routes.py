@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Body, Depends, Header, Query, Request, status
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from services.gateway.auth import ANY_ROLE, OWNERS, WRITERS, access
 from services.gateway.intake import (
@@ -47,6 +47,8 @@ from shared.domain.execution import ExecutionStatus
 from shared.events import Identifier
 from shared.store.api_keys import ApiKey, ApiKeys
 from shared.store.cursor import InvalidCursor
+
+M = TypeVar("M", bound=BaseModel)
 
 API = "/api/v1/projects/{project_id}"
 WorkspaceQuery = Annotated[Identifier, Query(description="The workspace the execution belongs to")]
@@ -299,16 +301,7 @@ def build_router(intake: Intake, registry: AgentRegistry, keys: ApiKeys) -> APIR
         key: ApiKey = reviewer,
     ) -> CancelAccepted:
         """Stop an execution (pending, running, suspended or resuming); 409 once it ended."""
-        if raw is not None and not isinstance(raw, dict):
-            raise Problem(400, "invalid-request", "Invalid request", "body must be a JSON object")
-        try:
-            body = CancelRequest.model_validate(raw or {})
-        except ValidationError as exc:
-            first = exc.errors(include_url=False)[0]
-            where = ".".join(str(p) for p in first["loc"]) or "body"
-            raise Problem(
-                400, "invalid-request", "Invalid request", f"{where}: {first['msg']}"
-            ) from exc
+        body = json_object(raw, CancelRequest, required=False)
         try:
             await intake.cancel(
                 project_id=project_id,
@@ -326,14 +319,30 @@ def build_router(intake: Intake, registry: AgentRegistry, keys: ApiKeys) -> APIR
     return router
 
 
-def parse_resume_body(raw: Any) -> ResumeRequest:
-    if raw is None:
+def json_object(raw: Any, model: type[M], *, required: bool) -> M:
+    """Validate a JSON body against ``model``; every failure is a 400 naming the first error."""
+    if raw is None and required:
         raise Problem(400, "invalid-request", "Invalid request", "request body is required")
-    if not isinstance(raw, dict):
+    if raw is not None and not isinstance(raw, dict):
         raise Problem(
             400, "invalid-request", "Invalid request", "request body must be a JSON object"
         )
-    if "human_review" in raw:
+    try:
+        return model.model_validate(raw or {})
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"]) or "body"
+        raise Problem(
+            400,
+            "invalid-request",
+            "Invalid request",
+            f"{where}: {first['msg']}",
+            errors=json.loads(exc.json(include_url=False)),
+        ) from exc
+
+
+def parse_resume_body(raw: Any) -> ResumeRequest:
+    if isinstance(raw, dict) and "human_review" in raw:
         raise Problem(
             400,
             "nested-decision",
@@ -341,18 +350,4 @@ def parse_resume_body(raw: Any) -> ResumeRequest:
             'the resume body is flat: send {"decision": ..., "reviewer_notes": ...} at the top'
             " level, not inside 'human_review'",
         )
-    try:
-        return ResumeRequest.model_validate(raw)
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in first["loc"]) or "body"
-        detail = f"{where}: {first['msg']}"
-        if any(e["loc"] == ("decision",) and e["type"] == "missing" for e in exc.errors()):
-            detail = "'decision' is required"
-        raise Problem(
-            400,
-            "invalid-request",
-            "Invalid request",
-            detail,
-            errors=json.loads(exc.json(include_url=False)),
-        ) from exc
+    return json_object(raw, ResumeRequest, required=True)
