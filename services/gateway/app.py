@@ -16,6 +16,7 @@ from services.gateway.intake import Intake
 from services.gateway.limits import install_limits
 from services.gateway.problems import install_problem_handlers
 from services.gateway.routes import build_router
+from services.gateway.stream import install_stream
 from shared.agents import load_registry
 from shared.bus import EventPublisher, KafkaPublisher, create_broker
 from shared.logging import configure_logging
@@ -38,6 +39,8 @@ class GatewaySettings(CommonSettings):
     rate_limit_per_second: float = Field(default=20.0, gt=0)
     """Per API key (per client address without one), per gateway process."""
     rate_limit_burst: int = Field(default=40, ge=1)
+    stream_poll_seconds: float = Field(default=0.5, gt=0, le=30)
+    """How often an open execution stream looks for news (FerretDB has no change streams)."""
     dev_api_key: str | None = None
     """Development only: an owner key of project ``demo`` created at start-up (``make dev``).
     Refused in any other environment."""
@@ -102,6 +105,7 @@ def create_app(
     )
     intake = Intake(store=store_, publisher=publisher_, topics=settings.topics, registry=registry)
     app.include_router(build_router(intake, registry, store_.api_keys))
+    install_stream(app, intake, store_.api_keys, poll_seconds=settings.stream_poll_seconds)
 
     @app.get("/healthz", tags=["health"])
     async def healthz() -> dict[str, str]:

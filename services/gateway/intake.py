@@ -36,6 +36,7 @@ from shared.events import (
 )
 from shared.store.approvals import Approval
 from shared.store.ports import Claim, Page, Store
+from shared.store.progress import ProgressEntry
 from shared.topics import Topics
 
 log = structlog.get_logger(__name__)
@@ -195,6 +196,9 @@ class Intake:
         if execution is None or execution.workspace_id != workspace_id:
             raise ExecutionNotFound(execution_id)
         return execution
+
+    async def progress_after(self, execution: Execution, key: str) -> list[ProgressEntry]:
+        return await self._store.progress.after(execution.project_id, execution.execution_id, key)
 
     async def list_executions(
         self,

@@ -65,6 +65,7 @@ def build_sandbox(
         attempts=store.attempts,
         run_timeout_seconds=settings.run_timeout_seconds,
         max_step_result_bytes=settings.max_step_result_bytes,
+        progress=store.progress,
     )
     sandbox = Sandbox(store=store, publisher=publisher, topics=settings.topics, runner=runner)
     return sandbox, graphs

@@ -33,6 +33,7 @@ from pymongo.errors import PyMongoError
 from services.sandbox.checkpointer import current_fence
 from services.sandbox.fingerprint import agent_fingerprint
 from services.sandbox.jsonable import to_jsonable
+from services.sandbox.progress import STREAM_MODES, ProgressRecorder
 from services.sandbox.reviews import interrupt_reviews, tool_rules
 from services.sandbox.tools import make_tools_durable
 from shared.agents import AgentRegistry, AgentSpec
@@ -50,6 +51,7 @@ from shared.policy import PolicyError
 from shared.steps import StepRun, step_run
 from shared.store.attempts import AttemptLedger
 from shared.store.ports import StepStore
+from shared.store.progress import InMemoryProgressLog, ProgressLog
 
 Graph = Pregel[Any, Any, Any, Any]
 
@@ -186,10 +188,12 @@ class AgentRunner:
         attempts: AttemptLedger,
         run_timeout_seconds: float,
         max_step_result_bytes: int,
+        progress: ProgressLog | None = None,
     ) -> None:
         self._graphs = graphs
         self._steps = steps
         self._attempts = attempts
+        self._progress = progress or InMemoryProgressLog()
         self._run_timeout = run_timeout_seconds
         self._max_step_result_bytes = max_step_result_bytes
 
@@ -226,11 +230,23 @@ class AgentRunner:
             max_result_bytes=self._max_step_result_bytes,
             fence=fence,
         )
+        progress = ProgressRecorder(
+            self._progress,
+            project_id=dispatch.project_id,
+            execution_id=dispatch.execution_id,
+            epoch=dispatch.epoch,
+            attempt=attempt.number,
+        )
         token = current_fence.set(fence)
         try:
             with step_run(steps):
                 async with asyncio.timeout(self._run_timeout):
-                    await agent.graph.ainvoke(payload, config, durability="sync")
+                    stream = agent.graph.astream(
+                        payload, config, durability="sync", stream_mode=STREAM_MODES
+                    )
+                    async for mode, chunk in stream:
+                        await progress.observe(mode, chunk)
+                    await progress.flush()
         except Fenced:
             raise
         except TimeoutError:

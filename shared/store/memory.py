@@ -9,6 +9,7 @@ from shared.store.approvals import InMemoryApprovals
 from shared.store.attempts import InMemoryAttemptLedger
 from shared.store.cursor import decode_cursor, encode_cursor
 from shared.store.ports import Claim, Page, StepRecord
+from shared.store.progress import InMemoryProgressLog
 
 
 def _sort_key(execution: Execution) -> tuple[str, str]:
@@ -106,6 +107,7 @@ class InMemoryStore:
         self.agent_versions = InMemoryAgentVersions()
         self.api_keys = InMemoryApiKeys()
         self.approvals = InMemoryApprovals()
+        self.progress = InMemoryProgressLog()
 
     async def ensure_indexes(self) -> None:
         return None

@@ -26,6 +26,7 @@ from shared.store.approvals import MongoApprovals
 from shared.store.attempts import MongoAttemptLedger
 from shared.store.cursor import decode_cursor, encode_cursor
 from shared.store.ports import Claim, Page, StepRecord
+from shared.store.progress import MongoProgressLog
 
 Document = dict[str, Any]
 
@@ -285,6 +286,7 @@ class MongoStore:
         self.agent_versions = MongoAgentVersions(database)
         self.api_keys = MongoApiKeys(database)
         self.approvals = MongoApprovals(database)
+        self.progress = MongoProgressLog(database)
 
     @classmethod
     def connect(cls, uri: str, database_name: str, *, timeout_ms: int = 5_000) -> MongoStore:
@@ -304,6 +306,7 @@ class MongoStore:
         await self.attempts.ensure_indexes()
         await self.api_keys.ensure_indexes()
         await self.approvals.ensure_indexes()
+        await self.progress.ensure_indexes()
 
     async def ping(self) -> None:
         try:

@@ -14,6 +14,7 @@ from shared.store.agent_versions import AgentVersions
 from shared.store.api_keys import ApiKeys
 from shared.store.approvals import ApprovalStore
 from shared.store.attempts import AttemptLedger
+from shared.store.progress import ProgressLog
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,9 @@ class Store(Protocol):
 
     @property
     def approvals(self) -> ApprovalStore: ...
+
+    @property
+    def progress(self) -> ProgressLog: ...
 
     async def ensure_indexes(self) -> None: ...
 

@@ -166,3 +166,30 @@ class Cluster:
 
     def logs(self) -> str:
         return "\n".join(self.log_tail(s, 200) for s in SERVICES)
+
+    def diagnostics(self, lines: int = 25, width: int = 400) -> str:
+        """What a failed test report shows: each process's state and the end of its log, without
+        the start-up and heartbeat chatter that would push the interesting lines out."""
+        chunks = [f"run {self.run_id}, topics {self.topic_prefix}*, database {self.database}"]
+        for service, processes in self.processes.items():
+            for index, process in enumerate(processes):
+                chunks.append(f"{service}-{index}: pid {process.pid}, {_state_of(process)}")
+        for path in sorted(self.workdir.glob("*.log")):
+            text = path.read_text(errors="replace").splitlines()
+            kept = [line[:width] for line in text if not any(n in line for n in _NOISE)]
+            chunks.append(f"--- {path.name} (last {lines} of {len(kept)} lines)")
+            chunks.extend(kept[-lines:])
+        return "\n".join(chunks)
+
+
+_NOISE = ('"agent.loaded"', "Heartbeat failed for group")
+
+
+def _state_of(process: subprocess.Popen[bytes]) -> str:
+    if process.poll() is not None:
+        return f"exited {process.returncode}"
+    try:
+        state = Path(f"/proc/{process.pid}/stat").read_text().split(") ", 1)[1][0]
+    except OSError:
+        return "running"
+    return "stopped (SIGSTOP)" if state == "T" else "running"

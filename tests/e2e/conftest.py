@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +11,21 @@ from tests.e2e.cluster import Cluster
 from tests.eventually import eventually
 
 pytestmark = pytest.mark.e2e
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed end-to-end test reports what the services logged: without it a timeout in CI
+    says only that a status never came."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when != "call" or not report.failed:
+        return
+    funcargs = getattr(item, "funcargs", {})
+    for name, value in funcargs.items():
+        if isinstance(value, Cluster):
+            report.sections.append((f"services of fixture {name!r}", value.diagnostics()))
+
 
 PROJECT = "proj-e2e"
 WORKSPACE = "ws-e2e"

@@ -162,10 +162,11 @@ async def test_three_suspensions_each_effect_once(client: Api, effects: Effects)
         ),
     ],
 )
+@pytest.mark.timeout(240)  # the inner waits fail first, with the last status seen
 async def test_sandbox_killed_at_each_point_another_replica_finishes(
     point: str, client: Api, effects: Effects, replay_cluster: Cluster
 ) -> None:
-    execution_id = await run_outreach(client, 1, timeout=120)
+    execution_id = await run_outreach(client, 1, timeout=90)
     dead = [p for p in replay_cluster.processes["sandbox"] if p.poll() is not None]
     assert len(dead) == 1 and dead[0].returncode == -signal.SIGKILL, f"{point} did not fire"
     keyed = per_key(await effects.calls(), execution_id)
@@ -178,13 +179,14 @@ async def test_sandbox_killed_at_each_point_another_replica_finishes(
 
 
 @pytest.mark.faults("step.after_effect=stall")
+@pytest.mark.timeout(240)
 async def test_a_zombie_replica_is_fenced(
     client: Api, effects: Effects, replay_cluster: Cluster
 ) -> None:
     response = await client.invoke("outreach", "1 stage")
     execution_id = str(response.json()["execution_id"])
     # One replica froze after sending the email; the other takes over and suspends.
-    await client.wait_for(execution_id, "suspended", timeout=120)
+    await client.wait_for(execution_id, "suspended", timeout=90)
     frozen = [i for i, p in enumerate(replay_cluster.processes["sandbox"]) if _is_stopped(p.pid)]
     assert len(frozen) == 1, "the stall fault did not fire"
     before = (await client.audit(execution_id)).json()["items"]

@@ -1,91 +1,27 @@
-"""All four services' handlers wired on FastStream's in-memory broker with the in-memory store and
-LangGraph's in-memory saver: the whole lifecycle with no I/O. The in-memory broker delivers each
-publish to its subscribers before ``publish`` returns, so every step is complete on return."""
+"""The whole lifecycle with no I/O: the four services' handlers on the in-memory broker (the
+``world`` fixture, tests/unit/inprocess.py)."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
-from faststream.kafka import KafkaBroker, TestKafkaBroker
+from faststream.kafka import TestKafkaBroker
 from faststream.kafka.annotations import KafkaMessage
-from langgraph.checkpoint.memory import InMemorySaver
 
 from agents.ledger import read_all
-from services.gateway.intake import DecisionConflict, Intake, ReviewAnswer
-from services.notifier.app import register as register_notifier
+from services.gateway.intake import DecisionConflict
 from services.orchestrator.app import register as register_orchestrator
 from services.sandbox.app import SandboxSettings
-from services.sandbox.app import register as register_sandbox
-from shared.agents import load_registry
 from shared.bus import KafkaPublisher, create_broker
 from shared.domain.decisions import DecisionNotAllowed, NotSuspended
-from shared.domain.execution import Execution, ExecutionStatus
+from shared.domain.execution import ExecutionStatus
 from shared.events import AgentInput, DecisionSubmitted, ExecutionRequested, encode_event
 from shared.store.memory import InMemoryStore
 from shared.store.ports import Claim
-from shared.topics import Topics
+from tests.unit.inprocess import World
 
 SCOPE = {"project_id": "p1", "workspace_id": "w1"}
-
-
-@dataclass
-class World:
-    intake: Intake
-    store: InMemoryStore
-    ledger: Path
-    broker: KafkaBroker
-    topics: Topics
-    dispatches: list[dict[str, Any]]
-
-    async def execution(self, execution_id: str) -> Execution:
-        found = await self.store.executions.get("p1", execution_id)
-        assert found is not None
-        return found
-
-    async def invoke(self, agent: str, message: str, key: str | None = None) -> Execution:
-        return await self.intake.invoke(
-            **SCOPE,
-            agent=agent,
-            agent_input=AgentInput(message=message),
-            idempotency_key=key,
-            requested_by="tester",
-        )
-
-    async def decide(self, execution_id: str, decision: str, notes: str | None = None) -> None:
-        await self.intake.decide(
-            **SCOPE,
-            execution_id=execution_id,
-            answer=ReviewAnswer(decision=decision, reviewer_notes=notes),
-            reviewer="reviewer-1",
-        )
-
-
-@pytest.fixture
-async def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[World]:
-    ledger = tmp_path / "ledger.jsonl"
-    monkeypatch.setenv("INTERLOCK_AGENT_LEDGER", str(ledger))
-    settings = SandboxSettings(kafka_bootstrap_servers="unused:9092", topic_prefix="mem.")
-    broker = create_broker(settings, "in-process")
-    publisher = KafkaPublisher(broker)
-    store = InMemoryStore()
-    register_orchestrator(broker, settings, store, publisher)
-    register_sandbox(broker, settings, store, publisher, InMemorySaver())
-    register_notifier(broker, settings, publisher)
-    registry = load_registry(settings.agents_file)
-    intake = Intake(store=store, publisher=publisher, topics=settings.topics, registry=registry)
-    dispatches: list[dict[str, Any]] = []
-
-    @broker.subscriber(settings.topics.dispatched, group_id="test-observer")
-    async def observe(message: KafkaMessage) -> None:
-        dispatches.append(json.loads(message.body))
-
-    async with TestKafkaBroker(broker):
-        yield World(intake, store, ledger, broker, settings.topics, dispatches)
 
 
 async def test_refund_is_suspended_then_approved(world: World) -> None:

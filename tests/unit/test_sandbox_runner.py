@@ -105,6 +105,7 @@ def runner_for(
         attempts=store.attempts,
         run_timeout_seconds=30,
         max_step_result_bytes=100_000,
+        progress=store.progress,
     )
 
 
@@ -222,3 +223,19 @@ async def test_a_checkpoint_over_the_budget_fails_the_run_with_a_clear_error(
     outcome, _ = await runner.run(big)
     assert isinstance(outcome, Failed) and outcome.error_type == "CheckpointTooLarge"
     assert "over the budget of 2000 bytes" in outcome.message
+
+
+async def test_a_run_records_its_node_updates_as_progress(tmp_path: Path) -> None:
+    store = InMemoryStore()
+    runner = runner_for(tmp_path, "", store)
+    outcome, _ = await runner.run(start())
+    assert isinstance(outcome, Suspended)
+    first_run = await store.progress.after("p", "exec-r", "")
+    assert [(e.kind, e.data["node"]) for e in first_run] == [("update", "lookup_claim")]
+    assert first_run[0].data["update"]["claim_id"] == "CLM-4821"
+    # Keys sort by epoch, attempt and sequence: a resume's progress comes after the start's.
+    assert [e.key for e in first_run] == ["000001.0001.000001"]
+    await runner.run(resume(outcome.interrupts[0].interrupt_id, outcome.agent_fingerprint))
+    resumed = await store.progress.after("p", "exec-r", first_run[-1].key)
+    assert resumed and all(e.key.startswith("000002.0001.") for e in resumed)
+    assert "review" in [e.data.get("node") for e in resumed]

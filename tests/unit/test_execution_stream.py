@@ -1,0 +1,188 @@
+"""The execution stream (server-sent events) over the in-process services: cursors, resuming
+with Last-Event-ID, the end of a finished execution, and its errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from httpx_sse import aconnect_sse
+
+from services.gateway.app import GatewaySettings, create_app
+from services.gateway.stream import StreamCursor
+from shared.bus import KafkaPublisher
+from shared.store.api_keys import Role, create_key
+from tests.unit.inprocess import World
+
+STREAM = "/api/v1/projects/p1/executions/{}/stream"
+
+
+@pytest.fixture
+async def http(world: World) -> AsyncIterator[httpx.AsyncClient]:
+    settings = GatewaySettings(kafka_bootstrap_servers="unused:9092", topic_prefix="mem.")
+    app = create_app(settings, store=world.store, publisher=KafkaPublisher(world.broker))
+    _, secret = await create_key(world.store.api_keys, project_id="p1", role=Role.OWNER, name="t")
+    transport = httpx.ASGITransport(app=app)
+    headers = {"Authorization": f"Bearer {secret}"}
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://gateway", headers=headers
+    ) as client:
+        yield client
+
+
+@asynccontextmanager
+async def served(http: httpx.AsyncClient) -> AsyncIterator[httpx.AsyncClient]:
+    """The gateway app behind ``http`` on a loopback port, with the same headers."""
+    transport = http._transport
+    assert isinstance(transport, httpx.ASGITransport)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = uvicorn.Config(transport.app, host="127.0.0.1", port=port, log_config=None)
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    try:
+        while not server.started:
+            await asyncio.sleep(0.01)
+        async with httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{port}", headers=http.headers, timeout=10
+        ) as client:
+            yield client
+    finally:
+        server.should_exit = True
+        await task
+
+
+async def events_of(
+    http: httpx.AsyncClient, execution_id: str, last_event_id: str | None = None
+) -> list[tuple[str, str, Any]]:
+    headers = {"Last-Event-ID": last_event_id} if last_event_id else {}
+    url = STREAM.format(execution_id)
+    params = {"workspace_id": "w1"}
+    async with aconnect_sse(http, "GET", url, params=params, headers=headers) as source:
+        assert source.response.status_code == 200
+        return [(e.event, e.id, json.loads(e.data)) async for e in source.aiter_sse() if e.data]
+
+
+async def finished_refund(world: World) -> str:
+    started = await world.invoke("refund-approval", "Refund claim CLM-4821")
+    await world.decide(started.execution_id, "approve", "ok")
+    return started.execution_id
+
+
+async def test_a_finished_execution_streams_its_progress_and_history_then_ends(
+    world: World, http: httpx.AsyncClient
+) -> None:
+    execution_id = await finished_refund(world)
+    events = await events_of(http, execution_id)
+    kinds = [kind for kind, _, _ in events]
+    updates = [data["node"] for kind, _, data in events if kind == "update"]
+    assert updates == ["lookup_claim", "review", "issue_refund"]
+    statuses = [data["to_status"] for kind, _, data in events if kind == "status"]
+    assert statuses == ["pending", "running", "suspended", "resuming", "running", "completed"]
+    assert kinds[-1] == "end" and events[-1][2]["result"]["outcome"] == "refunded"
+    # The review request belongs to the current suspension only; this one was answered.
+    assert "interrupt" not in kinds
+    ids = [StreamCursor.parse(event_id) for _, event_id, _ in events]
+    assert ids == sorted(ids, key=lambda c: (c.audit, c.progress))
+
+
+async def test_last_event_id_resumes_after_that_event(
+    world: World, http: httpx.AsyncClient
+) -> None:
+    execution_id = await finished_refund(world)
+    events = await events_of(http, execution_id)
+    for cut in range(1, len(events)):
+        last_seen = events[cut - 1][1]
+        # An end event shares its status's id: a client that has the status has the end too.
+        expected = [e for e in events[cut:] if e[1] != last_seen]
+        if expected:
+            assert await events_of(http, execution_id, last_event_id=last_seen) == expected, cut
+        else:
+            response = await http.get(
+                STREAM.format(execution_id),
+                params={"workspace_id": "w1"},
+                headers={"Last-Event-ID": last_seen},
+            )
+            assert response.status_code == 204
+
+
+async def test_a_client_that_saw_the_end_is_told_to_stop_reconnecting(
+    world: World, http: httpx.AsyncClient
+) -> None:
+    execution_id = await finished_refund(world)
+    last = (await events_of(http, execution_id))[-1][1]
+    response = await http.get(
+        STREAM.format(execution_id), params={"workspace_id": "w1"}, headers={"Last-Event-ID": last}
+    )
+    assert response.status_code == 204  # EventSource stops on 204
+
+
+async def test_a_suspended_execution_streams_the_review_request(
+    world: World, http: httpx.AsyncClient
+) -> None:
+    started = await world.invoke("refund-approval", "Refund claim CLM-4821")
+    headers = {"Last-Event-ID": "0/999999.9999.999999"}  # all progress seen: only the history
+    url = STREAM.format(started.execution_id)
+    # The stream of a suspended execution stays open: read until the interrupt, then leave.
+    # httpx's ASGI transport returns a body only once the app finishes, so serve it for real.
+    async with (
+        served(http) as live,
+        aconnect_sse(live, "GET", url, params={"workspace_id": "w1"}, headers=headers) as source,
+    ):
+        seen = []
+        async for event in source.aiter_sse():
+            if event.data:
+                seen.append((event.event, json.loads(event.data)))
+            if event.event == "interrupt":
+                break
+    statuses = [data["to_status"] for kind, data in seen if kind == "status"]
+    assert statuses == ["pending", "running", "suspended"]
+    assert "dispatched" in [data["action"] for kind, data in seen if kind == "audit"]
+    assert seen[-2][0] == "status" and seen[-1][0] == "interrupt"
+    review = seen[-1][1]
+    assert review["suspend_context"]["claim_id"] == "CLM-4821"
+    assert review["allowed_decisions"] == ["approve", "reject"]
+    assert review["generation"] == 1
+
+
+@pytest.mark.parametrize(
+    "bad", ["nonsense", "3", "3/12", "-1/", "1/000001.0001.00000x", "9" * 12 + "/"]
+)
+async def test_a_malformed_last_event_id_is_a_400(
+    world: World, http: httpx.AsyncClient, bad: str
+) -> None:
+    execution_id = await finished_refund(world)
+    response = await http.get(
+        STREAM.format(execution_id), params={"workspace_id": "w1"}, headers={"Last-Event-ID": bad}
+    )
+    assert response.status_code == 400
+    assert response.headers["content-type"] == "application/problem+json"
+    assert response.json()["type"].endswith("/invalid-last-event-id")
+
+
+async def test_unknown_foreign_and_unauthenticated_streams_are_refused(
+    world: World, http: httpx.AsyncClient
+) -> None:
+    execution_id = await finished_refund(world)
+    missing = await http.get(STREAM.format("no-such-execution"), params={"workspace_id": "w1"})
+    assert missing.status_code == 404
+    other_workspace = await http.get(STREAM.format(execution_id), params={"workspace_id": "w2"})
+    assert other_workspace.status_code == 404
+    _, foreign = await create_key(world.store.api_keys, project_id="p2", role=Role.OWNER, name="x")
+    url = STREAM.format(execution_id).replace("/p1/", "/p2/")
+    stranger = await http.get(
+        url, params={"workspace_id": "w1"}, headers={"Authorization": f"Bearer {foreign}"}
+    )
+    assert stranger.status_code == 404
+    anonymous = await http.get(
+        STREAM.format(execution_id), params={"workspace_id": "w1"}, headers={"Authorization": ""}
+    )
+    assert anonymous.status_code == 401

@@ -1,0 +1,73 @@
+"""The progress recorder: LangGraph stream chunks become batched, bounded progress entries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, MessagesState, StateGraph
+from pymongo.errors import AutoReconnect
+
+from services.sandbox import progress as progress_module
+from services.sandbox.progress import STREAM_MODES, ProgressRecorder
+from shared.store.progress import InMemoryProgressLog, ProgressEntry
+
+
+def chatty_graph() -> Any:
+    model = GenericFakeChatModel(messages=iter([AIMessage(content="Refund approved for CLM-4821")]))
+
+    async def answer(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [await model.ainvoke(state["messages"])]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("answer", answer)
+    graph.add_edge(START, "answer")
+    return graph.compile(checkpointer=InMemorySaver())
+
+
+async def record(log: Any, graph: Any) -> ProgressRecorder:
+    recorder = ProgressRecorder(log, project_id="p", execution_id="ex", epoch=1, attempt=1)
+    config: Any = {"configurable": {"thread_id": "ex"}}
+    stream = graph.astream({"messages": [HumanMessage("hi")]}, config, stream_mode=STREAM_MODES)
+    async for mode, chunk in stream:
+        await recorder.observe(mode, chunk)
+    await recorder.flush()
+    return recorder
+
+
+async def test_streamed_tokens_are_coalesced_and_precede_the_node_update() -> None:
+    log = InMemoryProgressLog()
+    await record(log, chatty_graph())
+    entries = await log.after("p", "ex", "")
+    tokens = [e for e in entries if e.kind == "token"]
+    # The fake model streams word by word; one flush window coalesces them.
+    assert "".join(e.data["text"] for e in tokens) == "Refund approved for CLM-4821"
+    assert len(tokens) < 5
+    assert {e.data["node"] for e in tokens} == {"answer"}
+    update = entries[-1]
+    assert update.kind == "update" and update.data["node"] == "answer"
+    assert update.data["update"]["messages"][0]["content"] == "Refund approved for CLM-4821"
+    assert [e.key for e in entries] == sorted(e.key for e in entries)
+
+
+async def test_a_huge_node_update_is_reported_by_size_only(monkeypatch: Any) -> None:
+    monkeypatch.setattr(progress_module, "MAX_ENTRY_BYTES", 50)
+    log = InMemoryProgressLog()
+    await record(log, chatty_graph())
+    update = (await log.after("p", "ex", ""))[-1]
+    assert update.data == {"node": "answer", "truncated": True, "bytes": update.data["bytes"]}
+    assert update.data["bytes"] > 50
+
+
+class BrokenLog(InMemoryProgressLog):
+    async def append(
+        self, project_id: str, execution_id: str, entries: list[ProgressEntry]
+    ) -> None:
+        raise AutoReconnect("database went away")
+
+
+async def test_a_failed_progress_write_does_not_fail_the_run() -> None:
+    recorder = await record(BrokenLog(), chatty_graph())
+    await recorder.flush()  # nothing pending, nothing raised
