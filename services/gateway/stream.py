@@ -18,6 +18,7 @@ import asyncio
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request, Response
@@ -33,6 +34,11 @@ from shared.store.api_keys import ApiKey, ApiKeys
 from shared.store.progress import ProgressEntry
 
 RETRY_MS = 2_000
+
+
+class Until(StrEnum):
+    END = "end"
+    SUSPENDED = "suspended"
 
 
 class StreamEnded(Exception):
@@ -150,6 +156,13 @@ def build_stream_router(intake: Intake, keys: ApiKeys, *, poll_seconds: float) -
     async def stream_execution(
         execution: Execution = Depends(watched),
         cursor: StreamCursor = Depends(resume_point),
+        until: Annotated[
+            Until,
+            Query(
+                description="``end`` (default): the stream stays open across suspensions;"
+                " ``suspended``: it also closes after an ``interrupt`` event"
+            ),
+        ] = Until.END,
     ) -> AsyncIterator[ServerSentEvent]:
         """The execution as it happens, as server-sent events: ``status`` and ``audit`` (each
         audit-trail entry), ``update`` (a node finished a step), ``token`` (model output),
@@ -171,6 +184,8 @@ def build_stream_router(intake: Intake, keys: ApiKeys, *, poll_seconds: float) -
             for event in sent:
                 yield event
             if execution.status.is_terminal:
+                return
+            if until is Until.SUSPENDED and any(e.event == "interrupt" for e in sent):
                 return
             await asyncio.sleep(poll_seconds)
 

@@ -15,6 +15,7 @@ import pytest
 import uvicorn
 from httpx_sse import aconnect_sse
 
+from services.gateway import app as gateway_app
 from services.gateway.app import GatewaySettings, create_app
 from services.gateway.stream import StreamCursor
 from shared.bus import KafkaPublisher
@@ -25,7 +26,9 @@ STREAM = "/api/v1/projects/p1/executions/{}/stream"
 
 
 @pytest.fixture
-async def http(world: World) -> AsyncIterator[httpx.AsyncClient]:
+async def http(world: World, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[httpx.AsyncClient]:
+    # create_app would reconfigure structlog for the whole process (see test_cli.py).
+    monkeypatch.setattr(gateway_app, "configure_logging", lambda *args, **kwargs: None)
     settings = GatewaySettings(kafka_bootstrap_servers="unused:9092", topic_prefix="mem.")
     app = create_app(settings, store=world.store, publisher=KafkaPublisher(world.broker))
     _, secret = await create_key(world.store.api_keys, project_id="p1", role=Role.OWNER, name="t")
@@ -49,8 +52,12 @@ async def served(http: httpx.AsyncClient) -> AsyncIterator[httpx.AsyncClient]:
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
     try:
-        while not server.started:
+        for _ in range(1000):
+            if server.started:
+                break
             await asyncio.sleep(0.01)
+        else:
+            raise AssertionError("the gateway did not start on loopback")
         async with httpx.AsyncClient(
             base_url=f"http://127.0.0.1:{port}", headers=http.headers, timeout=10
         ) as client:
@@ -186,3 +193,25 @@ async def test_unknown_foreign_and_unauthenticated_streams_are_refused(
         STREAM.format(execution_id), params={"workspace_id": "w1"}, headers={"Authorization": ""}
     )
     assert anonymous.status_code == 401
+
+
+async def test_until_suspended_closes_the_stream_after_the_review_request(
+    world: World, http: httpx.AsyncClient
+) -> None:
+    started = await world.invoke("chain-approval", "2")
+    url = STREAM.format(started.execution_id)
+    params = {"workspace_id": "w1", "until": "suspended"}
+    async with aconnect_sse(http, "GET", url, params=params) as source:
+        first = [(e.event, e.id) async for e in source.aiter_sse() if e.data]
+    assert first[-1][0] == "interrupt"
+    await world.decide(started.execution_id, "approve")
+    headers = {"Last-Event-ID": first[-1][1]}
+    async with aconnect_sse(http, "GET", url, params=params, headers=headers) as source:
+        second = [(e.event, json.loads(e.data)) async for e in source.aiter_sse() if e.data]
+    # The second suspension's request, and nothing of the first one again.
+    assert second[-1][0] == "interrupt" and second[-1][1]["generation"] == 2
+    assert [d["to_status"] for k, d in second if k == "status"] == [
+        "resuming",
+        "running",
+        "suspended",
+    ]
