@@ -34,5 +34,15 @@ $BIN/ruff check .
 $BIN/ruff format --check .
 $BIN/mypy
 
+# The review page's tests drive headless Chromium (tests/e2e/test_review_page.py) and fail, not
+# skip, without it: install Debian's browser and driver where they are missing.
+as_root() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
+if [[ ! -x /usr/bin/chromium || ! -x /usr/bin/chromedriver ]]; then
+  echo "== installing chromium and chromium-driver for the review page's browser tests"
+  as_root apt-get update
+  as_root env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y --no-install-recommends chromium chromium-driver
+fi
+
 echo "== tests (Kafka ${INTERLOCK_KAFKA_BOOTSTRAP_SERVERS:-testcontainers}, MongoDB ${INTERLOCK_MONGODB_URI:-testcontainers})"
 $BIN/pytest "$@"

@@ -17,6 +17,7 @@ from services.gateway.limits import install_limits
 from services.gateway.problems import install_problem_handlers
 from services.gateway.routes import build_router
 from services.gateway.stream import install_stream
+from services.gateway.web import install_review_page
 from shared.agents import load_registry
 from shared.bus import EventPublisher, KafkaPublisher, create_broker
 from shared.logging import configure_logging
@@ -106,6 +107,7 @@ def create_app(
     intake = Intake(store=store_, publisher=publisher_, topics=settings.topics, registry=registry)
     app.include_router(build_router(intake, registry, store_.api_keys))
     install_stream(app, intake, store_.api_keys, poll_seconds=settings.stream_poll_seconds)
+    install_review_page(app)
 
     @app.get("/healthz", tags=["health"])
     async def healthz() -> dict[str, str]:

@@ -1,0 +1,447 @@
+"""The Pending Reviews page (``/reviews``) in headless Chromium, against the four services as
+separate processes over real Kafka and FerretDB.
+
+A reviewer signs in with an API key, sees an execution appear in the list without reloading,
+opens its Review Request window, decides, and follows it to its outcome; the API then shows what
+the page sent. Chromium and chromedriver come from Debian's packages (``scripts/test.sh``
+installs them); without them these tests fail, they do not skip. Each test uses a workspace of
+its own, so the list shows only the executions it started. Screenshots go to
+``INTERLOCK_TEST_ARTIFACTS`` (default ``.artifacts/``), and so does the page of a failed test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.chrome.webdriver import WebDriver
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webelement import WebElement
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+from tests.e2e.cluster import REPO, Cluster
+from tests.e2e.conftest import ledger_entries
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+
+T = TypeVar("T")
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+CHROMIUM_FLAGS = [
+    "--headless=new",
+    "--no-sandbox",  # root in a container: Chromium's sandbox cannot start
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1280,1100",
+]
+PROJECT = "proj-reviews-page"
+WAIT = 60.0
+"""Seconds any one expected change of the page may take: the machine is shared with other e2e
+runs, and an execution first has to travel through Kafka, the orchestrator and the sandbox."""
+SESSION_KEY = "interlock.reviews.session"
+ARTIFACTS = Path(os.environ.get("INTERLOCK_TEST_ARTIFACTS") or REPO / ".artifacts")
+
+
+# --- fixtures ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def browser(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[WebDriver]:
+    """A fresh headless Chromium (its own profile) per test, driven by Debian's chromedriver."""
+    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
+    if missing:
+        pytest.fail(
+            f"the review page tests need headless Chromium, and {' and '.join(missing)} is"
+            " missing: run `apt-get install chromium chromium-driver` (`make test` does)",
+            pytrace=False,
+        )
+    # Selenium Manager would otherwise look for a driver and a browser on the network.
+    monkeypatch.setenv("SE_OFFLINE", "true")
+    options = Options()
+    options.binary_location = str(CHROMIUM)
+    for flag in [*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'chromium-profile'}"]:
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+    failed_before = request.session.testsfailed
+    try:
+        yield driver
+    finally:
+        if request.session.testsfailed > failed_before:
+            _keep_failed_page(driver, request.node.name)
+        driver.quit()
+
+
+def _keep_failed_page(driver: WebDriver, test_name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", test_name)
+    driver.save_screenshot(str(ARTIFACTS / f"FAILED-{stem}.png"))
+    console = "\n".join(str(e) for e in driver.get_log("browser"))
+    (ARTIFACTS / f"FAILED-{stem}.console.txt").write_text(console)
+    (ARTIFACTS / f"FAILED-{stem}.html").write_text(driver.page_source)
+
+
+@pytest.fixture
+async def owner_key(cluster: Cluster) -> str:
+    return await cluster.key(PROJECT)
+
+
+@pytest.fixture
+async def read_only_key(cluster: Cluster) -> str:
+    return await cluster.key(PROJECT, "PROJECT_READ_ONLY")
+
+
+@pytest.fixture
+async def other_owner_keys(cluster: Cluster) -> list[str]:
+    return [await cluster.key(PROJECT) for _ in range(2)]
+
+
+@pytest.fixture
+def workspace() -> str:
+    return f"ws-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def api(cluster: Cluster, owner_key: str, workspace: str) -> Iterator[Api]:
+    with httpx.Client(
+        base_url=cluster.base_url,
+        timeout=20,
+        headers={"Authorization": f"Bearer {owner_key}"},
+    ) as client:
+        yield Api(client, workspace)
+
+
+@pytest.fixture
+def page(browser: WebDriver, cluster: Cluster) -> ReviewPage:
+    return ReviewPage(browser, cluster.base_url)
+
+
+class Api:
+    """What the tests set up and check over HTTP, as an owner of PROJECT."""
+
+    def __init__(self, client: httpx.Client, workspace: str) -> None:
+        self.client = client
+        self.workspace = workspace
+
+    def invoke(self, agent: str, message: str) -> str:
+        url = f"/api/v1/projects/{PROJECT}/workspaces/{self.workspace}/invoke"
+        response = self.client.post(url, json={"agent": agent, "message": message})
+        assert response.status_code == 202, response.text
+        return str(response.json()["execution_id"])
+
+    def get(self, execution_id: str, what: str = "") -> dict[str, Any]:
+        url = f"/api/v1/projects/{PROJECT}/executions/{execution_id}{what}"
+        response = self.client.get(url, params={"workspace_id": self.workspace})
+        assert response.status_code == 200, response.text
+        body: dict[str, Any] = response.json()
+        return body
+
+
+class ReviewPage:
+    """The page as a reviewer uses it, by the ids and labels the page gives its parts."""
+
+    def __init__(self, driver: WebDriver, base_url: str) -> None:
+        self.driver = driver
+        self.base_url = base_url
+
+    def wait(self, what: str, condition: Callable[[WebDriver], T], timeout: float = WAIT) -> T:
+        try:
+            return WebDriverWait(
+                self.driver, timeout, ignored_exceptions=[StaleElementReferenceException]
+            ).until(condition)
+        except TimeoutException:
+            text = self.driver.find_element(By.TAG_NAME, "body").text
+            raise AssertionError(
+                f"timed out after {timeout}s waiting for {what}; the page shows:\n{text}"
+            ) from None
+
+    def by_id(self, element_id: str) -> WebElement:
+        return self.driver.find_element(By.ID, element_id)
+
+    def text_of(self, element_id: str) -> str:
+        return self.by_id(element_id).text
+
+    def wait_text(self, element_id: str, expected: str, timeout: float = WAIT) -> str:
+        def shown(driver: WebDriver) -> str | None:
+            element = driver.find_element(By.ID, element_id)
+            return element.text if element.is_displayed() and expected in element.text else None
+
+        return self.wait(f"#{element_id} to show {expected!r}", shown, timeout)
+
+    def sign_in(self, key: str, project: str, workspace: str) -> None:
+        self.driver.get(f"{self.base_url}/")  # the root sends a browser to /reviews
+        self.wait("the sign-in form", lambda d: d.find_element(By.ID, "api-key").is_displayed())
+        assert self.driver.current_url.endswith("/reviews")
+        for field, value in (("api-key", key), ("project", project), ("workspace", workspace)):
+            self.by_id(field).clear()
+            self.by_id(field).send_keys(value)
+        self.driver.find_element(By.CSS_SELECTOR, "#sign-in-form button[type=submit]").click()
+
+    def row(self, execution_id: str) -> WebElement:
+        return self.wait(
+            f"execution {execution_id} in the list",
+            lambda d: next(iter(self._rows(execution_id)), None),
+        )
+
+    def _rows(self, execution_id: str) -> list[WebElement]:
+        selector = f'#review-rows tr[data-execution-id="{execution_id}"]'
+        return self.driver.find_elements(By.CSS_SELECTOR, selector)
+
+    def listed(self) -> list[str]:
+        rows = self.driver.find_elements(By.CSS_SELECTOR, "#review-rows tr")
+        return [r.get_attribute("data-execution-id") or "" for r in rows]
+
+    def wait_row_gone(self, execution_id: str) -> None:
+        self.wait(
+            f"execution {execution_id} to leave the list", lambda d: not self._rows(execution_id)
+        )
+
+    def open_review(self, execution_id: str) -> WebElement:
+        self.row(execution_id).find_element(By.LINK_TEXT, "Review").click()
+        dialog = self.by_id("review-dialog")
+        self.wait(
+            "the Review Request window", lambda d: self.by_id("review-content").is_displayed()
+        )
+        self.wait_text("review-execution-id", execution_id)
+        return dialog
+
+    def choose(self, select_id: str, value: str) -> None:
+        Select(self.by_id(select_id)).select_by_value(value)
+
+    def choices(self, select_id: str) -> list[str]:
+        options = Select(self.by_id(select_id)).options
+        return [o.get_attribute("value") or "" for o in options if o.get_attribute("value")]
+
+    def type_into(self, element_id: str, text: str) -> None:
+        field = self.by_id(element_id)
+        field.clear()
+        field.send_keys(text)
+
+    def submit(self) -> None:
+        self.by_id("submit-decision").click()
+
+    def screenshot(self, element: WebElement, name: str) -> Path:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        path = ARTIFACTS / name
+        path.unlink(missing_ok=True)
+        assert element.screenshot(str(path)), f"no screenshot written to {path}"
+        return path
+
+    def session_storage(self) -> Any:
+        return self.driver.execute_script(f"return sessionStorage.getItem('{SESSION_KEY}')")
+
+    def mark_document(self) -> None:
+        """Tag the loaded document: a reload or navigation would lose the tag."""
+        self.driver.execute_script("window.__interlockTestMark = 'still here'")
+
+    def document_is_marked(self) -> bool:
+        return bool(
+            self.driver.execute_script("return window.__interlockTestMark === 'still here'")
+        )
+
+    def script_errors(self) -> list[str]:
+        """Console errors other than failed requests (which the page reports in words): a CSP
+        violation or an exception in app.js shows up here."""
+        return [
+            str(entry["message"])
+            for entry in self.driver.get_log("browser")
+            if entry["level"] == "SEVERE" and "Failed to load resource" not in entry["message"]
+        ]
+
+
+def assert_screenshot(path: Path) -> None:
+    assert path.exists(), f"{path} was not written"
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    # A blank or one-colour image compresses to a few hundred bytes; the window is text-rich.
+    assert len(data) > 10_000, f"{path} is only {len(data)} bytes"
+
+
+# --- tests ---------------------------------------------------------------------------------------
+
+
+def test_a_refund_reviewed_from_the_live_list_to_its_outcome(
+    page: ReviewPage, api: Api, owner_key: str, workspace: str
+) -> None:
+    page.sign_in(owner_key, PROJECT, workspace)
+    page.wait_text("no-reviews", "No pending reviews")
+    assert owner_key in str(page.session_storage())
+    page.mark_document()
+
+    execution_id = api.invoke("refund-approval", "Refund claim CLM-4821")
+    row = page.row(execution_id)  # arrives by polling, without a reload
+    assert page.document_is_marked()
+    assert "refund-approval" in row.text
+    assert "Approve refund of $240 for order #98765" in row.text
+    assert_screenshot(page.screenshot(page.by_id("reviews"), "pending-reviews-list.png"))
+
+    dialog = page.open_review(execution_id)
+    assert page.text_of("review-message") == "Refund claim CLM-4821"
+    assert page.text_of("review-reason") == "Approve refund of $240 for order #98765"
+    context = page.text_of("review-context")
+    assert "claim_id" in context and "CLM-4821" in context
+    assert "task_description" in context
+    assert "allowed_decisions" not in context  # shown as the choices instead
+    assert page.choices("decision") == ["approve", "reject"]
+
+    page.choose("decision", "approve")
+    page.type_into("reviewer-notes", "verified identity on the phone")
+    assert_screenshot(page.screenshot(dialog, "review-window-refund.png"))
+    page.submit()
+
+    page.wait_text("progress-title", "Decision submitted")
+    page.wait_text("progress-status", "completed")
+    assert "Refunded $240" in page.wait_text("outcome", "Refunded $240")
+    assert not page.by_id("decision-form").is_displayed()
+
+    done = api.get(execution_id)
+    assert done["status"] == "completed"
+    assert done["result"]["outcome"] == "refunded"
+    [decision] = api.get(execution_id, "/audit")["decisions"]
+    assert decision["decision"] == "approve"
+    assert decision["reviewer_notes"] == "verified identity on the phone"
+
+    page.by_id("close-review").click()
+    page.wait_row_gone(execution_id)
+    page.wait_text("no-reviews", "No pending reviews")
+    assert page.document_is_marked()
+    assert page.script_errors() == []
+
+
+def test_tool_calls_answered_one_by_one_with_an_edit_and_a_rejection(
+    page: ReviewPage, api: Api, cluster: Cluster, owner_key: str, workspace: str
+) -> None:
+    page.sign_in(owner_key, PROJECT, workspace)
+    execution_id = api.invoke("outreach-email", "send 3 emails")
+    row = page.row(execution_id)
+    assert "3 tool calls to review: send_email \N{MULTIPLICATION SIGN}3" in row.text
+
+    dialog = page.open_review(execution_id)
+    actions = dialog.find_elements(By.CSS_SELECTOR, "fieldset.action")
+    assert [a.find_element(By.TAG_NAME, "legend").text for a in actions] == [
+        f"Action {i} of 3: send_email" for i in (1, 2, 3)
+    ]
+    assert "Send an email to prospect2@example.com" in actions[1].text
+    for position in (1, 2, 3):
+        assert page.choices(f"action-{position}-decision") == ["approve", "edit", "reject"]
+
+    page.choose("action-1-decision", "approve")
+    page.choose("action-2-decision", "edit")
+    args = json.loads(page.by_id("action-2-args").get_attribute("value") or "")
+    assert args["to"] == "prospect2@example.com"  # the editor starts from the proposed call
+
+    # Broken JSON is caught in the page: the field says why and nothing is sent.
+    page.type_into("action-2-args", '{"to": "reviewed@example.com",')
+    page.choose("action-3-decision", "reject")
+    page.type_into("action-3-message", "not this prospect")
+    page.submit()
+    assert page.wait_text("action-2-args-error", "Invalid JSON").startswith("Invalid JSON")
+    assert page.by_id("action-2-args").get_attribute("aria-invalid") == "true"
+    assert api.get(execution_id)["decisions"] == []
+
+    page.type_into("action-2-args", json.dumps({**args, "to": "reviewed@example.com"}))
+    assert not page.by_id("action-2-args-error").is_displayed()  # it spoke of the old value
+    page.type_into("reviewer-notes", "second prospect moved")
+    assert_screenshot(page.screenshot(dialog, "review-window-actions.png"))
+    page.submit()
+
+    page.wait_text("progress-title", "Decision submitted")
+    page.wait_text("progress-status", "completed")
+    page.wait_text("outcome", "Done.")
+
+    done = api.get(execution_id)
+    assert done["status"] == "completed"
+    [record] = done["decisions"]
+    assert [d["type"] for d in record["decisions"]] == ["approve", "edit", "reject"]
+    assert record["decisions"][2]["message"] == "not this prospect"
+    assert record["reviewer_notes"] == "second prospect moved"
+    assert record["edits"][0]["after"]["args"]["to"] == "reviewed@example.com"
+    sent = sorted(e["to"] for e in ledger_entries(cluster, execution_id) if e["kind"] == "email")
+    assert sent == ["prospect1@example.com", "reviewed@example.com"]
+    assert page.script_errors() == []
+
+
+def test_api_errors_are_shown_in_words(
+    page: ReviewPage, api: Api, read_only_key: str, workspace: str
+) -> None:
+    page.sign_in("ilk_not-a-real-key", PROJECT, workspace)
+    page.wait_text("sign-in-error", "Authentication required")
+    assert page.session_storage() is None
+
+    page.sign_in(read_only_key, PROJECT, workspace)  # reading needs any role
+    execution_id = api.invoke("refund-approval", "Refund claim CLM-1002")
+    newer = api.invoke("refund-approval", "Refund claim CLM-4821")
+    page.row(execution_id)
+    page.row(newer)
+    assert page.listed() == [newer, execution_id]  # newest first
+
+    page.open_review(execution_id)
+    page.submit()  # no decision chosen: the page asks for one before sending anything
+    page.wait_text("decision-error", "Choose a decision")
+
+    page.choose("decision", "reject")
+    page.submit()
+    shown = page.wait_text("submit-error", "Role not allowed")
+    assert "resume requires PROJECT_OWNER; this key has PROJECT_READ_ONLY" in shown
+    after = api.get(execution_id)
+    assert after["status"] == "suspended" and after["decisions"] == []
+
+    page.by_id("close-review").click()
+    page.by_id("sign-out").click()
+    page.wait("the sign-in form", lambda d: d.find_element(By.ID, "api-key").is_displayed())
+    assert page.session_storage() is None
+    assert page.script_errors() == []
+
+
+def test_an_approval_that_needs_a_second_owner_waits_for_it(
+    page: ReviewPage, api: Api, owner_key: str, other_owner_keys: list[str], workspace: str
+) -> None:
+    second_owner, third_owner = other_owner_keys
+    # high-value-refund: the invoking key may not decide, and two other owners must approve.
+    execution_id = api.invoke("high-value-refund", "Refund claim CLM-4821")
+    page.sign_in(owner_key, PROJECT, workspace)
+    page.open_review(execution_id)
+    page.choose("decision", "approve")
+    page.submit()
+    shown = page.wait_text("submit-error", "Self-approval not allowed")
+    assert "another owner must review it" in shown
+
+    page.by_id("close-review").click()
+    page.by_id("sign-out").click()
+    page.sign_in(second_owner, PROJECT, workspace)
+    page.open_review(execution_id)
+    page.choose("decision", "approve")
+    page.submit()
+    page.wait_text("progress-title", "Approval recorded (1 of 2)")
+    assert page.text_of("progress-status") == "suspended"
+
+    response = api.client.post(
+        f"/api/v1/projects/{PROJECT}/executions/{execution_id}/resume",
+        params={"workspace_id": workspace},
+        json={"decision": "approve"},
+        headers={"Authorization": f"Bearer {third_owner}"},
+    )
+    assert response.status_code == 202, response.text
+    page.wait_text("progress-status", "completed")  # the window kept watching
+    page.wait_text("outcome", "Refunded $240")
+    assert page.script_errors() == []
