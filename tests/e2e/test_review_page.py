@@ -312,6 +312,8 @@ def test_a_refund_reviewed_from_the_live_list_to_its_outcome(
     page.wait_text("progress-title", "Decision submitted")
     page.wait_text("progress-status", "completed")
     assert "Refunded $240" in page.wait_text("outcome", "Refunded $240")
+    # Only the execution stream reports the agent's steps: the window follows it, not a poll.
+    page.wait_text("progress-activity", "Agent finished step: issue_refund")
     assert not page.by_id("decision-form").is_displayed()
 
     done = api.get(execution_id)

@@ -60,6 +60,7 @@ def test_the_page_is_html_with_a_strict_content_security_policy(client: TestClie
         ("app.js", "text/javascript"),
         ("api.js", "text/javascript"),
         ("watch.js", "text/javascript"),
+        ("sse.js", "text/javascript"),
         ("review-form.js", "text/javascript"),
         ("review-window.js", "text/javascript"),
         ("view.js", "text/javascript"),

@@ -50,7 +50,7 @@ async function problemOf(response) {
   return new ApiError(response.status, `HTTP ${response.status}`, detail);
 }
 
-async function request(method, path, { session = loadSession(), params = {}, body, signal } = {}) {
+async function send(method, path, { session = loadSession(), params = {}, body, signal, headers = {} } = {}) {
   if (!session) {
     throw new ApiError(401, "Not signed in", "sign in with an API key first");
   }
@@ -59,13 +59,13 @@ async function request(method, path, { session = loadSession(), params = {}, bod
   for (const [name, value] of Object.entries(params)) {
     if (value !== undefined && value !== null) url.searchParams.set(name, String(value));
   }
-  const headers = { Authorization: `Bearer ${session.key}`, Accept: "application/json" };
-  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const allHeaders = { Authorization: `Bearer ${session.key}`, Accept: "application/json", ...headers };
+  if (body !== undefined) allHeaders["Content-Type"] = "application/json";
   let response;
   try {
     response = await fetch(url, {
       method,
-      headers,
+      headers: allHeaders,
       body: body === undefined ? undefined : JSON.stringify(body),
       signal,
       cache: "no-store",
@@ -75,7 +75,24 @@ async function request(method, path, { session = loadSession(), params = {}, bod
     throw new ApiError(0, "Gateway unreachable", `the request did not reach the gateway (${error.message})`);
   }
   if (!response.ok) throw await problemOf(response);
-  return response.json();
+  return response;
+}
+
+async function request(method, path, options = {}) {
+  return (await send(method, path, options)).json();
+}
+
+/** Open the execution's server-sent-events stream (continuing after `lastEventId` if given).
+ * Resolves to the streaming Response, or null when the gateway answers 204: the stream has
+ * nothing more, ever. fetch rather than EventSource: EventSource cannot send the API key. */
+export async function openExecutionStream(executionId, { lastEventId, signal } = {}) {
+  const headers = { Accept: "text/event-stream" };
+  if (lastEventId) headers["Last-Event-ID"] = lastEventId;
+  const response = await send("GET", `/executions/${encodeURIComponent(executionId)}/stream`, {
+    headers,
+    signal,
+  });
+  return response.status === 204 ? null : response;
 }
 
 function newestFirst(a, b) {

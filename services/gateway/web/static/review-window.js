@@ -49,7 +49,10 @@ export function openFromHash() {
   if (review?.executionId === executionId) return;
   review?.stop();
   review = { executionId, shown: null, submitted: null, readBody: null, stop: () => {} };
-  for (const id of ["review-content", "review-error", "progress"]) show($(id), false);
+  for (const id of ["review-content", "review-error", "progress", "progress-activity"]) {
+    show($(id), false);
+  }
+  $("progress-activity").dataset.tokens = "";
   show($("review-loading"));
   const dialog = $("review-dialog");
   if (!dialog.open) dialog.showModal();
@@ -58,7 +61,21 @@ export function openFromHash() {
     executionId,
     (execution) => current === review && onExecution(execution),
     (error) => current === review && onWatchError(error),
+    (kind, data) => current === review && onActivity(kind, data),
   );
+}
+
+/** What the agent is doing now, from the stream: the step it finished, or the words it is
+ * writing (the last 200 characters, so a long answer does not grow the window). */
+function onActivity(kind, data) {
+  const line = $("progress-activity");
+  if (kind === "update") line.textContent = `Agent finished step: ${data.node}`;
+  else if (kind === "token") {
+    const text = (line.dataset.tokens ?? "") + data.text;
+    line.dataset.tokens = text.slice(-200);
+    line.textContent = `Agent: ${line.dataset.tokens}`;
+  }
+  show(line);
 }
 
 export function closeReview() {
