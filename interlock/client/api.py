@@ -15,7 +15,8 @@ import httpx
 from interlock.client.config import Config
 
 Json = dict[str, Any]
-TERMINAL = frozenset({"completed", "error"})
+TERMINAL = frozenset({"completed", "error", "cancelled"})
+"""Statuses an execution never leaves: a wait returns at once on any of them."""
 SETTLED = TERMINAL | {"suspended"}
 """Statuses an execution stays in until someone (a reviewer, or nobody) acts."""
 

@@ -34,7 +34,12 @@ EXIT_ERROR = 1
 EXIT_SUSPENDED = 3
 EXIT_TIMEOUT = 4
 """Still pending or running when ``--timeout`` ran out."""
-EXIT_CODES = {"completed": EXIT_COMPLETED, "error": EXIT_ERROR, "suspended": EXIT_SUSPENDED}
+EXIT_CODES = {
+    "completed": EXIT_COMPLETED,
+    "error": EXIT_ERROR,
+    "cancelled": EXIT_ERROR,
+    "suspended": EXIT_SUSPENDED,
+}
 
 Timeout = Annotated[
     float, typer.Option("--timeout", min=0, help="Seconds to wait for a suspension or a result.")
@@ -64,8 +69,8 @@ def invoke(
 ) -> None:
     """Run an agent once, or chat with it and review its suspensions inline.
 
-    Exit codes: 0 completed, 3 suspended for review, 1 error, 2 usage or HTTP error, 4 still
-    running at --timeout (docs/cli.md)."""
+    Exit codes: 0 completed, 3 suspended for review, 1 error or cancelled, 2 usage or HTTP error,
+    4 still running at --timeout (docs/cli.md)."""
     interactive = stdin_is_tty()
     if message is None and file is None and not as_json and interactive:
         with connect(ctx, url, key, project, workspace) as gateway:
@@ -153,6 +158,8 @@ def follow(gateway: Gateway, execution: Json, timeout: float) -> None:
         typer.echo(render.agent_output(execution) or "Execution completed")
     elif status == "error":
         typer.echo(f"Execution failed: {render.plain(execution.get('error'))}")
+    elif status == "cancelled":
+        typer.echo("Execution cancelled")
     else:
         typer.echo(
             f"Still {status} after {timeout:g}s: follow it with"
