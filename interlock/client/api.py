@@ -6,11 +6,13 @@ Synchronous on purpose: the CLI does one thing at a time and blocks on the revie
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
+from httpx_sse import SSEError, connect_sse
 
 from interlock.client.config import Config
 
@@ -19,6 +21,10 @@ TERMINAL = frozenset({"completed", "error", "cancelled"})
 """Statuses an execution never leaves: a wait returns at once on any of them."""
 SETTLED = TERMINAL | {"suspended"}
 """Statuses an execution stays in until someone (a reviewer, or nobody) acts."""
+PROGRESS_EVENTS = frozenset({"update", "token"})
+HTTP_TIMEOUT_SECONDS = 30.0
+STREAM_READ_TIMEOUT_SECONDS = 30.0
+RECONNECT_SECONDS = 1.0
 
 
 class ApiError(Exception):
@@ -117,16 +123,72 @@ class Gateway:
         until: Callable[[Json], bool],
         *,
         timeout: float,
-        interval: float = 0.5,
+        on_progress: Callable[[str, Json], None] | None = None,
     ) -> Json:
-        """Poll until ``until(execution)`` holds or ``timeout`` seconds pass; returns the last
-        execution seen either way (the caller tells the two apart with ``until``)."""
+        """Follow the execution's event stream until ``until(execution)`` holds or ``timeout``
+        seconds pass; returns the last execution seen either way (the caller tells the two apart
+        with ``until``). ``on_progress(kind, data)`` gets the agent's node updates and tokens.
+
+        The stream says when to look (a review request, the end, the stream closing); the GET
+        body says what is there. A dropped stream is reopened after the last event seen."""
         deadline = time.monotonic() + timeout
-        while True:
+        execution = self.get(execution_id)
+        last_event_id: str | None = None
+        while not until(execution) and time.monotonic() < deadline:
+            try:
+                last_event_id = self._follow_stream(
+                    execution_id,
+                    until,
+                    last_event_id=last_event_id,
+                    deadline=deadline,
+                    on_progress=on_progress or (lambda kind, data: None),
+                )
+            except (httpx.TransportError, SSEError):
+                time.sleep(min(RECONNECT_SECONDS, max(deadline - time.monotonic(), 0.0)))
             execution = self.get(execution_id)
-            if until(execution) or time.monotonic() >= deadline:
-                return execution
-            time.sleep(min(interval, max(deadline - time.monotonic(), 0.0)))
+        return execution
+
+    def _follow_stream(
+        self,
+        execution_id: str,
+        until: Callable[[Json], bool],
+        *,
+        last_event_id: str | None,
+        deadline: float,
+        on_progress: Callable[[str, Json], None],
+    ) -> str | None:
+        """Read the stream until ``until`` holds, it closes, or the deadline; return the id of
+        the last event read."""
+        headers = dict(self._headers)
+        if last_event_id:
+            headers["Last-Event-ID"] = last_event_id
+        params = {"workspace_id": self.config.workspace, "until": "suspended"}
+        # The gateway pings every 15 s: a longer silence is a dead connection.
+        read_timeout = max(min(deadline - time.monotonic(), STREAM_READ_TIMEOUT_SECONDS), 0.1)
+        url = f"{self._execution_url(execution_id)}/stream"
+        with connect_sse(
+            self._http,
+            "GET",
+            url,
+            params=params,
+            headers=headers,
+            timeout=httpx.Timeout(HTTP_TIMEOUT_SECONDS, read=read_timeout),
+        ) as source:
+            response = source.response
+            if response.status_code == 204:  # the end was seen already
+                return last_event_id
+            if response.is_error:
+                response.read()
+                raise _problem(response)
+            for event in source.iter_sse():
+                last_event_id = event.id or last_event_id
+                if event.event in PROGRESS_EVENTS:
+                    on_progress(event.event, json.loads(event.data))
+                elif event.event in ("interrupt", "end") and until(self.get(execution_id)):
+                    break
+                if time.monotonic() >= deadline:
+                    break
+        return last_event_id
 
 
 def settled(execution: Json) -> bool:

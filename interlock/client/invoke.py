@@ -78,9 +78,11 @@ def invoke(
         return
     text = _message(message, file, interactive)
     with connect(ctx, url, key, project, workspace) as gateway:
-        with spinner(f"Running {agent}"):
+        with spinner(f"Running {agent}") as on_progress:
             accepted = gateway.invoke(agent, text)
-            execution = gateway.wait(accepted["execution_id"], settled, timeout=timeout)
+            execution = gateway.wait(
+                accepted["execution_id"], settled, timeout=timeout, on_progress=on_progress
+            )
         if as_json:
             render.print_json(out(), execution)
         else:
@@ -125,9 +127,11 @@ def chat(gateway: Gateway, agent: str, timeout: float) -> None:
         if not text.strip():
             continue
         try:
-            with spinner(f"Running {agent}"):
+            with spinner(f"Running {agent}") as on_progress:
                 started = gateway.invoke(agent, text)
-                execution = gateway.wait(started["execution_id"], settled, timeout=timeout)
+                execution = gateway.wait(
+                    started["execution_id"], settled, timeout=timeout, on_progress=on_progress
+                )
             follow(gateway, execution, timeout)
         except ApiError as exc:
             # A refused message or decision ends that turn, not the session.
@@ -149,8 +153,10 @@ def follow(gateway: Gateway, execution: Json, timeout: float) -> None:
             return
         typer.echo("Execution resumed")
         answered = execution
-        with spinner("Waiting for the agent"):
-            execution = gateway.wait(execution_id, moved_on(answered), timeout=timeout)
+        with spinner("Waiting for the agent") as on_progress:
+            execution = gateway.wait(
+                execution_id, moved_on(answered), timeout=timeout, on_progress=on_progress
+            )
         if not moved_on(answered)(execution):
             break
     status = execution["status"]

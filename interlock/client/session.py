@@ -14,11 +14,10 @@ import httpx
 import typer
 from rich.console import Console
 
-from interlock.client.api import ApiError, Gateway, GatewayUnreachable
+from interlock.client.api import HTTP_TIMEOUT_SECONDS, ApiError, Gateway, GatewayUnreachable, Json
 from interlock.client.config import ConfigError, load_config
 
 EXIT_USAGE = 2
-HTTP_TIMEOUT_SECONDS = 30.0
 
 HttpFactory = Callable[[], httpx.Client]
 """Makes the HTTP client. Tests pass one as the root context's ``obj`` (``CliRunner.invoke(...,
@@ -86,7 +85,19 @@ def connect(
 
 
 @contextmanager
-def spinner(text: str) -> Iterator[None]:
+def spinner(text: str) -> Iterator[Callable[[str, Json], None]]:
+    """A spinner with ``text``; yields a progress callback for ``Gateway.wait`` that shows what
+    the agent is doing next to it (the step it finished, the words it is writing)."""
     # On stderr so `--json` output stays clean; Rich draws nothing when stderr is not a TTY.
-    with err().status(text):
-        yield
+    with err().status(text) as status:
+        words = ""
+
+        def on_progress(kind: str, data: Json) -> None:
+            nonlocal words
+            if kind == "update":
+                status.update(f"{text}: finished {data.get('node')}")
+            elif kind == "token":
+                words = (words + str(data.get("text", ""))).replace("\n", " ")[-60:]
+                status.update(f"{text}: {words}")
+
+        yield on_progress

@@ -4,12 +4,17 @@ gets exactly the events missed."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
+import httpx
 import pytest
 from httpx_sse import aconnect_sse
 
+from interlock.client.api import Gateway, Json, moved_on, settled
+from interlock.client.config import Config
+from tests.e2e.cluster import Cluster
 from tests.e2e.conftest import Api
 
 pytestmark = pytest.mark.e2e
@@ -70,3 +75,33 @@ async def test_a_client_follows_an_execution_live_and_resumes_after_a_disconnect
 
     whole = await read_until(api, execution_id, "end")
     assert contents(whole) == contents([e for e in before + after if e[0] != "interrupt"])
+
+
+async def test_the_cli_waits_on_the_stream_and_sees_the_agent_work(
+    api: Api, cluster: Cluster
+) -> None:
+    response = await api.invoke("chain-approval", "2")
+    execution_id = response.json()["execution_id"]
+    key = api.client.headers["Authorization"].removeprefix("Bearer ")
+    config = Config(url=cluster.base_url, api_key=key, project=api.project, workspace=api.workspace)
+    progress: list[tuple[str, Any]] = []
+
+    def review_twice() -> list[Json]:
+        seen = []
+        with httpx.Client(timeout=30) as http:
+            gateway = Gateway(http, config)
+            execution = gateway.wait(
+                execution_id, settled, timeout=60, on_progress=lambda *p: progress.append(p)
+            )
+            seen.append(execution)
+            gateway.resume(execution_id, {"decision": "approve"})
+            seen.append(
+                gateway.wait(execution_id, moved_on(execution), timeout=60, on_progress=None)
+            )
+        return seen
+
+    first, second = await asyncio.to_thread(review_twice)
+    assert (first["status"], first["generation"]) == ("suspended", 1)
+    assert (second["status"], second["generation"]) == ("suspended", 2)
+    # Node updates reach a client only through the stream.
+    assert ("update", "plan") in [(kind, data.get("node")) for kind, data in progress]
