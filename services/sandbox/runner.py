@@ -8,8 +8,9 @@ command cannot run the agent twice:
   report that suspension again (it was reported before, or the decision was already applied);
 - resume, the graph waits on exactly the interrupts this command answers: resume them, unless
   the suspension was taken under agent code that this sandbox no longer runs (refused);
-- the graph finished: report the result again;
-- a checkpoint mid-run (a crashed attempt): continue from it.
+- the graph finished (no task left at its latest checkpoint): report the result again;
+- a checkpoint mid-run (a crashed attempt, perhaps with a node's writes stored but not the
+  checkpoint after it): continue from it.
 
 Each run is an **attempt** with a fencing token: checkpoint writes, step-cache writes and the
 final report first check that no newer attempt has begun (see shared/store/attempts.py). The
@@ -294,9 +295,12 @@ class AgentRunner:
             if dispatch.input is None:
                 return Failed("NoCheckpoint", "resume dispatched but no checkpoint exists")
             return {"messages": [m.model_dump() for m in dispatch.input.as_messages()]}
-        if pending or not snapshot.next:
+        if pending or not snapshot.tasks:
             return _outcome_of(snapshot, agent)
-        return None  # continue a crashed attempt from its last checkpoint
+        # Work is left: nodes not yet run, or a node whose writes were stored while the
+        # checkpoint after it was not (its task is listed with its result, and ``next`` looks
+        # empty). Continue the crashed attempt from its last checkpoint.
+        return None
 
 
 def _outcome_of(snapshot: StateSnapshot, agent: LoadedAgent) -> RunOutcome:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import DuplicateKeyError
 
 from shared.domain.versions import AgentVersion
 from shared.events import utc_now
@@ -38,11 +39,13 @@ class MongoAgentVersions:
     async def publish(self, version: AgentVersion) -> None:
         # Last writer wins: replicas of one deployment publish the same thing; during a rolling
         # deploy the newest code is what future resumes will run on.
-        await self._collection.replace_one(
-            {"_id": version.agent},
-            {**version.model_dump(), "published_at": utc_now()},
-            upsert=True,
-        )
+        document = {**version.model_dump(), "published_at": utc_now()}
+        try:
+            await self._collection.replace_one({"_id": version.agent}, document, upsert=True)
+        except DuplicateKeyError:
+            # Two replicas starting together both found no document and both inserted; the
+            # loser retries, now as an update (MongoDB documents this retry for upserts).
+            await self._collection.replace_one({"_id": version.agent}, document, upsert=True)
 
     async def get(self, agent: str) -> AgentVersion | None:
         document = await self._collection.find_one({"_id": agent})

@@ -8,6 +8,7 @@ A high-entropy random secret needs no slow hash: there is nothing to guess. Revo
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import secrets
@@ -17,6 +18,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import DuplicateKeyError
 
 from shared.events import Identifier, utc_now
 
@@ -167,9 +169,11 @@ class MongoApiKeys:
     async def add(self, key: ApiKey) -> None:
         document = key.model_dump(mode="json")
         document["_id"] = document.pop("key_id")
-        await self._collection.update_one(
-            {"_id": document["_id"]}, {"$setOnInsert": document}, upsert=True
-        )
+        # A concurrent add of the same key inserted it first (two gateways creating the dev key).
+        with contextlib.suppress(DuplicateKeyError):
+            await self._collection.update_one(
+                {"_id": document["_id"]}, {"$setOnInsert": document}, upsert=True
+            )
 
     async def get(self, key_id: str) -> ApiKey | None:
         document = await self._collection.find_one({"_id": key_id})

@@ -12,6 +12,7 @@ them), so agent-provided data never becomes document keys.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from pymongo import ASCENDING, DESCENDING, AsyncMongoClient
@@ -151,7 +152,10 @@ class MongoExecutionStore:
             if latest is None:
                 return
             head = {k: v for k, v in latest.items() if k != "_id"}
-            await self._heads.replace_one({"_id": execution_id}, head, upsert=True)
+            try:
+                await self._heads.replace_one({"_id": execution_id}, head, upsert=True)
+            except DuplicateKeyError:
+                continue  # a concurrent writer inserted the head first: update it next round
             check = await self._versions.find_one(
                 {"execution_id": execution_id}, {"version": 1}, sort=[("version", DESCENDING)]
             )
@@ -216,9 +220,12 @@ class MongoSentCommands:
         return await self._collection.find_one({"_id": command_id}, {"_id": 1}) is not None
 
     async def mark_sent(self, command_id: str) -> None:
-        await self._collection.update_one(
-            {"_id": command_id}, {"$setOnInsert": {"sent": True}}, upsert=True
-        )
+        # Concurrent upserts of one new _id can both try the insert; the loser's duplicate key
+        # error means the mark is there, which is all this asks.
+        with contextlib.suppress(DuplicateKeyError):
+            await self._collection.update_one(
+                {"_id": command_id}, {"$setOnInsert": {"sent": True}}, upsert=True
+            )
 
 
 class MongoStepStore:

@@ -86,8 +86,9 @@ class MongoProgressLog:
                 name="expire_progress",
                 expireAfterSeconds=int(PROGRESS_TTL.total_seconds()),
             )
-        except OperationFailure as exc:  # a server without TTL indexes keeps progress
-            log.warning("progress entries will not expire: %s", exc)
+        except OperationFailure as exc:
+            # FerretDB 1.x has no TTL indexes: progress is then kept until deleted by hand.
+            log.info("progress entries are kept without expiry: %s", exc.details or exc)
 
     async def append(
         self, project_id: str, execution_id: str, entries: list[ProgressEntry]

@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 
 from shared.domain.execution import ExecutionStatus
+from shared.domain.versions import AgentVersion
 from shared.store.cursor import InvalidCursor
 from shared.store.ports import Claim, Store
 from tests import factories as f
@@ -135,3 +136,21 @@ async def test_sent_commands_are_remembered_idempotently(store: Store) -> None:
     await store.sent_commands.mark_sent("exec-f:dispatch:1")
     assert await store.sent_commands.was_sent("exec-f:dispatch:1")
     assert not await store.sent_commands.was_sent("exec-f:dispatch:2")
+
+
+async def test_replicas_starting_together_publish_agent_versions_without_error(
+    store: Store,
+) -> None:
+    # Two sandboxes starting at once both upsert the same new _id; on MongoDB and FerretDB one
+    # insert may lose with a duplicate key error, which once killed a replica at start-up.
+    for round_ in range(5):
+        versions = [AgentVersion(agent=f"agent-{round_}", fingerprint=f"fp-{i}") for i in range(8)]
+        await asyncio.gather(*(store.agent_versions.publish(v) for v in versions))
+        stored = await store.agent_versions.get(f"agent-{round_}")
+        assert stored is not None and stored.fingerprint in {v.fingerprint for v in versions}
+
+
+async def test_concurrent_marks_of_one_new_command_all_succeed(store: Store) -> None:
+    for round_ in range(5):
+        await asyncio.gather(*(store.sent_commands.mark_sent(f"cmd-{round_}") for _ in range(8)))
+        assert await store.sent_commands.was_sent(f"cmd-{round_}")

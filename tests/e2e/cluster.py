@@ -50,6 +50,8 @@ class Cluster:
             "INTERLOCK_RATE_LIMIT_BURST": "2000",
         }
         self.processes: dict[str, list[subprocess.Popen[bytes]]] = {s: [] for s in SERVICES}
+        self._log_starts: dict[tuple[str, int], int] = {}
+        """Where each process's log began at its latest start (logs are appended to)."""
         self.base_url = f"http://127.0.0.1:{self.port}"
 
     @property
@@ -73,7 +75,9 @@ class Cluster:
         """Start one more process of each service (a replica if one runs already)."""
         for service in services or SERVICES:
             index = len(self.processes[service])
-            log = (self.workdir / f"{service}-{index}.log").open("ab")
+            path = self.workdir / f"{service}-{index}.log"
+            self._log_starts[(service, index)] = path.stat().st_size if path.exists() else 0
+            log = path.open("ab")
             process = subprocess.Popen(
                 [sys.executable, "-m", "interlock.cli", "service", service],
                 env={**self.env, **(env or {})},
@@ -89,7 +93,9 @@ class Cluster:
         for service, processes in self.processes.items():
             for i, process in enumerate(processes):
                 if process.poll() is not None:
-                    log = (self.workdir / f"{service}-{i}.log").open("ab")
+                    path = self.workdir / f"{service}-{i}.log"
+                    self._log_starts[(service, i)] = path.stat().st_size if path.exists() else 0
+                    log = path.open("ab")
                     processes[i] = subprocess.Popen(
                         [sys.executable, "-m", "interlock.cli", "service", service],
                         env=self.env,
@@ -116,6 +122,21 @@ class Cluster:
                     process.wait()
             self.processes[service] = []
 
+    def _not_started(self) -> list[str]:
+        """Consumers that have not logged ``service.started`` since their latest start: a test
+        must not begin with a replica short (one that crashed at start-up, say)."""
+        waiting = []
+        for service, processes in self.processes.items():
+            if service == "gateway":
+                continue  # answers /readyz instead
+            for index in range(len(processes)):
+                path = self.workdir / f"{service}-{index}.log"
+                with path.open("rb") as log:
+                    log.seek(self._log_starts.get((service, index), 0))
+                    if b'"event": "service.started"' not in log.read():
+                        waiting.append(f"{service}-{index}")
+        return waiting
+
     def running(self, service: str) -> bool:
         return any(p.poll() is None for p in self.processes[service])
 
@@ -128,12 +149,17 @@ class Cluster:
                         if process.poll() is not None:
                             raise RuntimeError(f"{service} exited early:\n{self.log_tail(service)}")
                 try:
-                    if (await client.get("/readyz")).status_code == 200:
-                        return
+                    gateway_ready = (await client.get("/readyz")).status_code == 200
                 except httpx.TransportError:
-                    pass
+                    gateway_ready = False
+                waiting = self._not_started()
+                if gateway_ready and not waiting:
+                    return
                 if asyncio.get_running_loop().time() > deadline:
-                    raise RuntimeError(f"gateway not ready:\n{self.log_tail('gateway')}")
+                    raise RuntimeError(
+                        f"not ready: gateway {'ready' if gateway_ready else 'not ready'},"
+                        f" not started: {waiting}\n{self.diagnostics()}"
+                    )
                 await asyncio.sleep(0.2)
 
     async def key(

@@ -11,6 +11,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
+from pymongo.errors import AutoReconnect
 
 from services.orchestrator import state_machine as sm
 from services.sandbox.checkpointer import GuardedSaver
@@ -239,3 +240,35 @@ async def test_a_run_records_its_node_updates_as_progress(tmp_path: Path) -> Non
     resumed = await store.progress.after("p", "exec-r", first_run[-1].key)
     assert resumed and all(e.key.startswith("000002.0001.") for e in resumed)
     assert "review" in [e.data.get("node") for e in resumed]
+
+
+class CrashingSaver(InMemorySaver):
+    """Loses the process between a step's writes and its checkpoint, once: the writes of the
+    node that ran are stored, the checkpoint after it is not (a SIGKILL at that moment)."""
+
+    def __init__(self, crash_at_put: int) -> None:
+        super().__init__()
+        self.puts = 0
+        self.crash_at_put = crash_at_put
+
+    async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        self.puts += 1
+        if self.puts == self.crash_at_put:
+            raise AutoReconnect("process killed between the writes and the checkpoint")
+        return await super().aput(config, checkpoint, metadata, new_versions)
+
+
+async def test_a_run_killed_between_a_nodes_writes_and_its_checkpoint_continues(
+    tmp_path: Path,
+) -> None:
+    # The latest checkpoint then has the node's writes pending: LangGraph's state shows the
+    # node's output and no next node, which once read as "the graph finished" and completed
+    # the execution without ever suspending.
+    store = InMemoryStore()
+    saver = CrashingSaver(crash_at_put=3)  # input, before lookup_claim, after it: crash there
+    runner = runner_for(tmp_path, "", store, saver)
+    with pytest.raises(AutoReconnect):
+        await runner.run(start())
+    outcome, _ = await runner.run(start())
+    assert isinstance(outcome, Suspended), outcome
+    assert outcome.interrupts[0].value["claim_id"] == "CLM-4821"
