@@ -41,6 +41,9 @@ EXIT_CODES = {
     "suspended": EXIT_SUSPENDED,
 }
 
+QUIT_WORDS = frozenset({"exit", "quit"})
+"""Typed alone at ``You>``, they end the chat instead of starting an execution."""
+
 Timeout = Annotated[
     float, typer.Option("--timeout", min=0, help="Seconds to wait for a suspension or a result.")
 ]
@@ -117,7 +120,10 @@ def _message(message: str | None, file: Path | None, interactive: bool) -> str:
 def chat(gateway: Gateway, agent: str, timeout: float) -> None:
     """Prompt for messages until EOF. Each message starts a new execution of the agent (an
     execution is one conversation turn here; the agent sees only that message)."""
-    typer.echo(f"Chatting with {agent}: each message starts a new execution. Ctrl-D to quit.")
+    typer.echo(
+        f"Chatting with {agent}: each message starts a new execution."
+        " Ctrl-D or 'exit' to quit."
+    )
     while True:
         try:
             text: str = typer.prompt("You", prompt_suffix="> ")
@@ -126,6 +132,8 @@ def chat(gateway: Gateway, agent: str, timeout: float) -> None:
             return
         if not text.strip():
             continue
+        if text.strip().lower() in QUIT_WORDS:
+            return
         try:
             with spinner(f"Running {agent}") as on_progress:
                 started = gateway.invoke(agent, text)

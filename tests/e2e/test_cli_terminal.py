@@ -251,7 +251,7 @@ def stopped(pid: int) -> bool:
 async def test_chat_reviews_a_refund_then_answers_a_follow_up(reviewer: Reviewer) -> None:
     with reviewer.terminal("invoke", "refund-approval") as term:
         await term.shows(
-            "Chatting with refund-approval: each message starts a new execution. Ctrl-D to quit.",
+            "Chatting with refund-approval: each message starts a new execution. Ctrl-D or 'exit' to quit.",
             "You> ",
         )
         await term.type("Refund claim CLM-4821")
@@ -320,7 +320,7 @@ async def test_chat_walks_three_actions_approve_edit_reject(reviewer: Reviewer) 
     edited = {**second, "to": "reviewed@example.com"}
     with reviewer.terminal("invoke", "outreach-email") as term:
         await term.shows(
-            "Chatting with outreach-email: each message starts a new execution. Ctrl-D to quit.",
+            "Chatting with outreach-email: each message starts a new execution. Ctrl-D or 'exit' to quit.",
             "You> ",
         )
         await term.type("send 3 emails")
@@ -378,7 +378,7 @@ async def test_chat_walks_three_actions_approve_edit_reject(reviewer: Reviewer) 
 async def test_ctrl_c_during_a_review_leaves_the_execution_suspended(reviewer: Reviewer) -> None:
     with reviewer.terminal("invoke", "refund-approval") as term:
         await term.shows(
-            "Chatting with refund-approval: each message starts a new execution. Ctrl-D to quit.",
+            "Chatting with refund-approval: each message starts a new execution. Ctrl-D or 'exit' to quit.",
             "You> ",
         )
         await term.type("Refund claim CLM-4821")
@@ -402,7 +402,7 @@ async def test_a_refused_decision_is_one_line_and_the_session_goes_on(
     member = await reviewer.cluster.key(PROJECT, "PROJECT_MEMBER")
     with reviewer.terminal("invoke", "refund-approval", INTERLOCK_API_KEY=member) as term:
         await term.shows(
-            "Chatting with refund-approval: each message starts a new execution. Ctrl-D to quit.",
+            "Chatting with refund-approval: each message starts a new execution. Ctrl-D or 'exit' to quit.",
             "You> ",
         )
         await term.type("Refund claim CLM-4821")
@@ -498,7 +498,7 @@ async def test_a_cancelled_execution_ends_the_wait_at_once(
         with reviewer.terminal("invoke", "refund-approval") as term:
             await term.shows(
                 "Chatting with refund-approval: each message starts a new execution. "
-                "Ctrl-D to quit.",
+                "Ctrl-D or 'exit' to quit.",
                 "You> ",
             )
             await term.type("Refund claim CLM-4821")

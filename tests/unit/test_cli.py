@@ -246,6 +246,17 @@ def test_interactive_session_takes_follow_up_messages(
     assert outcomes == ["rejected", "refunded"]
 
 
+@pytest.mark.parametrize("word", ["exit", "quit", " EXIT "])
+def test_exit_or_quit_ends_the_chat_without_starting_an_execution(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, word: str
+) -> None:
+    monkeypatch.setattr(invoke_module, "stdin_is_tty", lambda: True)
+    session = cli("invoke", "refund-approval", input=f"{word}\nRefund claim CLM-4821\n")
+    assert session.exit_code == 0, session.output
+    assert "--- Execution suspended" not in session.stdout
+    assert cli.api("GET", "/executions")["items"] == []
+
+
 def test_interactive_action_review_with_an_edit(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(invoke_module, "stdin_is_tty", lambda: True)
     edited = {"to": "ceo@example.com", "subject": "Hi", "body": "Edited."}
