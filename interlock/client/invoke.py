@@ -121,8 +121,7 @@ def chat(gateway: Gateway, agent: str, timeout: float) -> None:
     """Prompt for messages until EOF. Each message starts a new execution of the agent (an
     execution is one conversation turn here; the agent sees only that message)."""
     typer.echo(
-        f"Chatting with {agent}: each message starts a new execution."
-        " Ctrl-D or 'exit' to quit."
+        f"Chatting with {agent}: each message starts a new execution. Ctrl-D or 'exit' to quit."
     )
     while True:
         try:
