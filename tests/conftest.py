@@ -8,6 +8,7 @@ import pytest
 from shared.store.memory import InMemoryStore
 from shared.store.mongo import MongoStore
 from shared.store.ports import Store
+from shared.store.sqlite import SqliteStore
 from tests import infra
 
 
@@ -27,11 +28,19 @@ def unique_name(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:12]}"
 
 
-@pytest.fixture(params=["memory", pytest.param("mongo", marks=pytest.mark.integration)])
+@pytest.fixture(params=["memory", "sqlite", pytest.param("mongo", marks=pytest.mark.integration)])
 async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
-    """Every storage contract test runs against the fake and the real adapter."""
+    """Every storage contract test runs against the fake and both real adapters."""
     if request.param == "memory":
         yield InMemoryStore()
+        return
+    if request.param == "sqlite":
+        tmp_path = request.getfixturevalue("tmp_path")
+        sqlite = await SqliteStore.open(tmp_path / "interlock.db")
+        try:
+            yield sqlite
+        finally:
+            await sqlite.close()
         return
     uri = request.getfixturevalue("mongodb_uri")
     mongo = MongoStore.connect(uri, unique_name("contract"))

@@ -1,0 +1,34 @@
+"""Which version of each agent the sandboxes run now, on SQLite."""
+
+from __future__ import annotations
+
+from shared.domain.versions import AgentVersion
+from shared.events import utc_now
+from shared.store.sqlite.database import Database
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS agent_versions (
+    agent TEXT PRIMARY KEY,
+    body TEXT NOT NULL,
+    published_at TEXT NOT NULL
+);
+"""
+
+
+class SqliteAgentVersions:
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    async def publish(self, version: AgentVersion) -> None:
+        # Last writer wins, as in MongoAgentVersions; an upsert is one statement here, so
+        # replicas starting together cannot trip over each other's insert.
+        await self._db.execute(
+            "INSERT INTO agent_versions (agent, body, published_at) VALUES (?, ?, ?)"
+            " ON CONFLICT (agent) DO UPDATE SET"
+            " body = excluded.body, published_at = excluded.published_at",
+            (version.agent, version.model_dump_json(), utc_now().isoformat()),
+        )
+
+    async def get(self, agent: str) -> AgentVersion | None:
+        row = await self._db.fetch_one("SELECT body FROM agent_versions WHERE agent = ?", (agent,))
+        return AgentVersion.model_validate_json(row["body"]) if row is not None else None

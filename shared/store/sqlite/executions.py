@@ -1,0 +1,165 @@
+"""Executions, decision claims and sent commands on SQLite."""
+
+from __future__ import annotations
+
+from shared.domain.execution import Execution, ExecutionStatus
+from shared.store.cursor import decode_cursor, encode_cursor
+from shared.store.ports import Claim, Page
+from shared.store.sqlite.database import Database
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS executions (
+    execution_id TEXT PRIMARY KEY,
+    project_id TEXT NOT NULL,
+    workspace_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    created_key TEXT NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS executions_by_scope_status_created
+    ON executions (project_id, workspace_id, status, created_key, execution_id);
+
+CREATE TABLE IF NOT EXISTS decision_claims (
+    execution_id TEXT NOT NULL,
+    suspension_id INTEGER NOT NULL,
+    decision_id TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    PRIMARY KEY (execution_id, suspension_id)
+);
+
+CREATE TABLE IF NOT EXISTS sent_commands (command_id TEXT PRIMARY KEY);
+"""
+
+
+def _row(execution: Execution) -> tuple[str, str, str, str, int, str, str]:
+    """execution_id, project_id, workspace_id, status, version, created_key, body."""
+    return (
+        execution.execution_id,
+        execution.project_id,
+        execution.workspace_id,
+        execution.status.value,
+        execution.version,
+        # The same sort key as the other stores, so a cursor means the same page in each.
+        execution.created_at.isoformat(),
+        execution.model_dump_json(),
+    )
+
+
+class SqliteExecutionStore:
+    """One row per execution holding its latest version.
+
+    The compare-and-set is an ``UPDATE ... WHERE version = <expected>``: SQLite runs one
+    statement at a time against the file, so of concurrent writers exactly one finds the
+    expected version and changes the row; the others change nothing and are told so.
+    """
+
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    async def create(self, execution: Execution) -> tuple[Execution, bool]:
+        first = execution.model_copy(update={"version": 1})
+        inserted = await self._db.execute(
+            "INSERT INTO executions (execution_id, project_id, workspace_id, status, version,"
+            " created_key, body) VALUES (?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (execution_id) DO NOTHING",
+            _row(first),
+        )
+        if inserted:
+            return first, True
+        # Executions are never deleted, so the one that was in the way is still there.
+        row = await self._db.fetch_one(
+            "SELECT body FROM executions WHERE execution_id = ?", (execution.execution_id,)
+        )
+        if row is None:
+            raise RuntimeError(f"execution {execution.execution_id} vanished after a conflict")
+        return Execution.model_validate_json(row["body"]), False
+
+    async def get(self, project_id: str, execution_id: str) -> Execution | None:
+        row = await self._db.fetch_one(
+            "SELECT body FROM executions WHERE execution_id = ? AND project_id = ?",
+            (execution_id, project_id),
+        )
+        return Execution.model_validate_json(row["body"]) if row is not None else None
+
+    async def replace(self, execution: Execution, *, expected_version: int) -> bool:
+        successor = execution.model_copy(update={"version": expected_version + 1})
+        execution_id, *columns = _row(successor)
+        changed = await self._db.execute(
+            "UPDATE executions SET project_id = ?, workspace_id = ?, status = ?, version = ?,"
+            " created_key = ?, body = ? WHERE execution_id = ? AND version = ?",
+            (*columns, execution_id, expected_version),
+        )
+        return changed == 1
+
+    async def list(
+        self,
+        project_id: str,
+        workspace_id: str,
+        *,
+        status: ExecutionStatus | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        conditions = ["project_id = ?", "workspace_id = ?"]
+        params: list[str | int] = [project_id, workspace_id]
+        if status is not None:
+            conditions.append("status = ?")
+            params.append(status.value)
+        if cursor:
+            conditions.append("(created_key, execution_id) > (?, ?)")
+            params.extend(decode_cursor(cursor))
+        rows = await self._db.fetch_all(
+            f"SELECT body FROM executions WHERE {' AND '.join(conditions)}"
+            " ORDER BY created_key, execution_id LIMIT ?",
+            (*params, limit + 1),
+        )
+        items = [Execution.model_validate_json(row["body"]) for row in rows]
+        page, more = items[:limit], len(items) > limit
+        next_cursor = None
+        if more and page:
+            last = page[-1]
+            next_cursor = encode_cursor(last.created_at.isoformat(), last.execution_id)
+        return Page(page, next_cursor)
+
+
+class SqliteDecisionClaims:
+    """One row per suspension; its primary key makes a second claim impossible."""
+
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    async def claim(self, execution_id: str, suspension_id: int, claim: Claim) -> Claim:
+        key = (execution_id, suspension_id)
+        inserted = await self._db.execute(
+            "INSERT INTO decision_claims (execution_id, suspension_id, decision_id, payload)"
+            " VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            (*key, claim.decision_id, claim.payload),
+        )
+        if inserted:
+            return claim
+        holder = await self._db.fetch_one(
+            "SELECT decision_id, payload FROM decision_claims"
+            " WHERE execution_id = ? AND suspension_id = ?",
+            key,
+        )
+        if holder is None:  # claims are never deleted: a bug, not a race
+            raise RuntimeError(f"the claim on {key} vanished after a conflict")
+        return Claim(decision_id=holder["decision_id"], payload=holder["payload"])
+
+
+class SqliteSentCommands:
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    async def was_sent(self, command_id: str) -> bool:
+        row = await self._db.fetch_one(
+            "SELECT 1 FROM sent_commands WHERE command_id = ?", (command_id,)
+        )
+        return row is not None
+
+    async def mark_sent(self, command_id: str) -> None:
+        await self._db.execute(
+            "INSERT INTO sent_commands (command_id) VALUES (?) ON CONFLICT DO NOTHING",
+            (command_id,),
+        )

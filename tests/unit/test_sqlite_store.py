@@ -1,0 +1,106 @@
+"""What the contract suites cannot show about the SQLite store: the file outlives the
+connection, and the services of ``interlock dev`` share it through separate connections."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from shared.domain.execution import ExecutionStatus
+from shared.errors import RetryableError
+from shared.store.api_keys import Role, authenticate, create_key
+from shared.store.ports import StepRecord
+from shared.store.sqlite import SqliteStore
+from tests import factories as f
+
+OpenStores = Callable[[int], AbstractAsyncContextManager[list[SqliteStore]]]
+
+
+@pytest.fixture
+def open_stores(tmp_path: Path) -> OpenStores:
+    """``n`` stores on one file, as the four services of ``interlock dev`` each open their own."""
+
+    @asynccontextmanager
+    async def opened(n: int) -> AsyncIterator[list[SqliteStore]]:
+        async with AsyncExitStack() as stack:
+            stores = []
+            for _ in range(n):
+                store = await SqliteStore.open(tmp_path / "interlock.db")
+                stack.push_async_callback(store.close)
+                stores.append(store)
+            yield stores
+
+    return opened
+
+
+async def test_data_survives_closing_and_reopening_the_file(open_stores: OpenStores) -> None:
+    execution = f.pending("exec-durable")
+    step = StepRecord(
+        key="exec-durable:charge:1",
+        execution_id="exec-durable",
+        name="charge",
+        result='{"id": 7}',
+        epoch=1,
+        attempt=1,
+    )
+    async with open_stores(1) as [store]:
+        created, _ = await store.executions.create(execution)
+        running = created.model_copy(update={"status": ExecutionStatus.RUNNING})
+        assert await store.executions.replace(running, expected_version=1)
+        await store.steps.put(step)
+        key, secret = await create_key(store.api_keys, project_id="p1", role=Role.OWNER, name="k")
+
+    async with open_stores(1) as [reopened]:
+        stored = await reopened.executions.get("proj-1", "exec-durable")
+        assert stored == running.model_copy(update={"version": 2})
+        assert await reopened.steps.load("exec-durable") == {step.key: step}
+        assert await authenticate(reopened.api_keys, secret) == key
+        # The compare-and-set goes on from the stored version.
+        assert not await reopened.executions.replace(running, expected_version=1)
+        assert await reopened.executions.replace(running, expected_version=2)
+
+
+async def test_concurrent_replaces_through_several_connections_have_one_winner(
+    open_stores: OpenStores,
+) -> None:
+    async with open_stores(4) as stores:
+        for round_ in range(10):
+            execution = f.pending(f"exec-race-{round_}")
+            await stores[0].executions.create(execution)
+            candidates = [
+                execution.model_copy(update={"requested_by": f"writer-{i}"}) for i in range(32)
+            ]
+            results = await asyncio.gather(
+                *(
+                    stores[i % len(stores)].executions.replace(c, expected_version=1)
+                    for i, c in enumerate(candidates)
+                )
+            )
+            assert results.count(True) == 1, f"round {round_}: {results}"
+            winner = candidates[results.index(True)]
+            for store in stores:
+                stored = await store.executions.get("proj-1", execution.execution_id)
+                assert stored is not None and stored.version == 2
+                assert stored.requested_by == winner.requested_by
+
+
+async def test_a_database_locked_for_too_long_is_a_retryable_error(tmp_path: Path) -> None:
+    path = tmp_path / "interlock.db"
+    store = await SqliteStore.open(path, busy_timeout_ms=50)
+    # Another process holding the write lock, e.g. someone inspecting the file by hand.
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        with pytest.raises(RetryableError, match="busy"):
+            await store.executions.create(f.pending("exec-locked"))
+        holder.execute("ROLLBACK")
+        _, created = await store.executions.create(f.pending("exec-locked"))
+        assert created
+    finally:
+        holder.close()
+        await store.close()
