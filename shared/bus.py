@@ -17,6 +17,7 @@ import contextlib
 import contextvars
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
@@ -128,6 +129,18 @@ async def ensure_topics(settings: CommonSettings, *, replication_factor: int = 1
         await admin.close()
 
 
+@dataclass(frozen=True)
+class Delivery:
+    """One message as a consumer sees it, whichever bus carried it."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: str | None
+    body: bytes
+    headers: Mapping[str, Any] = field(default_factory=dict)
+
+
 class Consumer(Generic[E]):
     """Wraps one domain handler: decode, handle, dead-letter or retry, and log one summary line."""
 
@@ -149,31 +162,46 @@ class Consumer(Generic[E]):
 
     async def __call__(self, message: KafkaMessage) -> None:
         record: Any = message.raw_message
+        key = record.key.decode(errors="replace") if record.key else None
+        await self.deliver(
+            Delivery(
+                topic=record.topic,
+                partition=record.partition,
+                offset=record.offset,
+                key=key,
+                body=message.body,
+                headers=dict(message.headers or {}),
+            )
+        )
+
+    async def deliver(self, delivery: Delivery) -> None:
+        """Handle one message; returns when it may be committed, raises to have it redelivered."""
+        record = delivery
         where = (record.topic, record.partition, record.offset)
         started = time.perf_counter()
         with structlog.contextvars.bound_contextvars(
             topic=record.topic, partition=record.partition, offset=record.offset
         ):
             try:
-                event = self._decode(message.body)
+                event = self._decode(delivery.body)
             except EventDecodeError as exc:
-                await self._dead_letter(record, message.body, str(exc), "EventDecodeError")
+                await self._dead_letter(record, delivery.body, str(exc), "EventDecodeError")
                 return
-            token = _custom_headers.set(pick_custom_headers(message.headers or {}))
+            token = _custom_headers.set(pick_custom_headers(delivery.headers))
             try:
                 with structlog.contextvars.bound_contextvars(
                     execution_id=event.execution_id,
                     event_id=event.event_id,
                     correlation_id=event.correlation_id,
                 ):
-                    await self._run(event, record, message.body, where, started)
+                    await self._run(event, record, delivery.body, where, started)
             finally:
                 _custom_headers.reset(token)
 
     async def _run(
         self,
         event: E,
-        record: Any,
+        record: Delivery,
         body: bytes,
         where: tuple[str, int, int],
         started: float,
@@ -207,8 +235,10 @@ class Consumer(Generic[E]):
             duration_ms=round((time.perf_counter() - started) * 1000, 2),
         )
 
-    async def _dead_letter(self, record: Any, body: bytes, reason: str, error_type: str) -> None:
-        key = record.key.decode(errors="replace") if record.key else None
+    async def _dead_letter(
+        self, record: Delivery, body: bytes, reason: str, error_type: str
+    ) -> None:
+        key = record.key
         letter = MessageDeadLettered(
             source_topic=record.topic,
             partition=record.partition,
@@ -223,8 +253,24 @@ class Consumer(Generic[E]):
         log.warning("event.dead_lettered", consumer=self.name, reason=reason, outcome="dead_letter")
 
 
+class DeliveryHandler(Protocol):
+    name: str
+
+    async def deliver(self, delivery: Delivery) -> None: ...
+
+
+class ConsumerHost(Protocol):
+    """A bus other than Kafka that runs ``Consumer``s itself (the in-process bus)."""
+
+    def add_consumer(self, topic: str, group_id: str, consumer: DeliveryHandler) -> None: ...
+
+
+Bus = KafkaBroker | ConsumerHost
+"""Where ``route`` subscribes: a Kafka broker, or the in-process bus of ``interlock dev``."""
+
+
 def route(
-    broker: KafkaBroker,
+    broker: Bus,
     settings: CommonSettings,
     publisher: EventPublisher,
     *,
@@ -243,6 +289,10 @@ def route(
         publisher=publisher,
         dead_letter_topic=settings.topics.dead_letters,
     )
+
+    if not isinstance(broker, KafkaBroker):
+        broker.add_consumer(topic, settings.consumer_group(service), consumer)
+        return
 
     async def handler(message: KafkaMessage) -> None:
         await consumer(message)

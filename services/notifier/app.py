@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import structlog
 from faststream import FastStream
-from faststream.kafka import KafkaBroker
 
-from shared.bus import EventPublisher, KafkaPublisher, create_broker, route
+from shared.bus import Bus, EventPublisher, KafkaPublisher, create_broker, route
 from shared.events import ExecutionStatusChanged, ExecutionSuspended
 from shared.logging import announce_started, configure_logging
 from shared.settings import CommonSettings
@@ -39,7 +38,7 @@ class Notifier:
         log.info("execution.status", status=event.status, sequence=event.sequence)
 
 
-def register(broker: KafkaBroker, settings: CommonSettings, publisher: EventPublisher) -> Notifier:
+def register(broker: Bus, settings: CommonSettings, publisher: EventPublisher) -> Notifier:
     notifier = Notifier()
     topics = settings.topics
     route(

@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from faststream import FastStream
-from faststream.kafka import KafkaBroker
 
 from services.orchestrator.handlers import Orchestrator
 from shared.agents import load_registry
-from shared.bus import E, EventPublisher, KafkaPublisher, create_broker, route
+from shared.bus import Bus, E, EventPublisher, KafkaPublisher, create_broker, route
 from shared.events import (
     CancelRequested,
     DecisionSubmitted,
@@ -30,7 +29,7 @@ class OrchestratorSettings(CommonSettings):
 
 
 def register(
-    broker: KafkaBroker, settings: CommonSettings, store: Store, publisher: EventPublisher
+    broker: Bus, settings: CommonSettings, store: Store, publisher: EventPublisher
 ) -> Orchestrator:
     """Subscribe the orchestrator's handlers on ``broker`` (also used by the embedded mode)."""
     topics = settings.topics

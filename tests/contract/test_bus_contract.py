@@ -1,40 +1,42 @@
-"""The bus contract: the same tests on FastStream's in-memory broker and on real Kafka.
+"""The bus contract: the same tests on real Kafka, on the in-process bus of ``interlock dev``
+(SQLite-backed), and on FastStream's in-memory test broker (the unit tests' bus).
 
-What the in-memory broker cannot do is said where it matters: it has no offsets to rewind, so
-redelivery after a failing dependency is checked on real Kafka only.
+What the in-memory test broker cannot do is said where it matters: it has no offsets to rewind,
+so redelivery after a failing dependency is checked on Kafka and the in-process bus.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
-from faststream.kafka import KafkaBroker, TestKafkaBroker
+from faststream.kafka import TestKafkaBroker
 from faststream.kafka.annotations import KafkaMessage
 
-from shared.bus import KafkaPublisher, create_broker, ensure_topics, route
+from shared.bus import Delivery, KafkaPublisher, create_broker, ensure_topics, route
 from shared.errors import RejectedMessage, RetryableError
 from shared.events import AgentInput, ExecutionRequested, encode_event
+from shared.inprocess_bus import InProcessBus
 from shared.settings import CommonSettings
 from tests.eventually import eventually
 
 
 @dataclass
 class Harness:
-    broker: KafkaBroker
+    send: Callable[[bytes, str], Awaitable[None]]
     settings: CommonSettings
-    real: bool
     handled: list[ExecutionRequested] = field(default_factory=list)
     dead_letters: list[dict[str, Any]] = field(default_factory=list)
     transient_failures_left: int = 0
 
     async def publish_raw(self, payload: bytes, key: str = "exec-1") -> None:
-        await self.broker.publish(payload, topic=self.settings.topics.requested, key=key.encode())
+        await self.send(payload, key)
 
     async def wait_handled(self, count: int) -> list[ExecutionRequested]:
         return await eventually(
@@ -63,35 +65,99 @@ def request(execution_id: str, agent: str = "refund-approval") -> ExecutionReque
     )
 
 
-@pytest.fixture(params=["memory", pytest.param("kafka", marks=pytest.mark.integration)])
-async def harness(request: pytest.FixtureRequest) -> AsyncIterator[Harness]:
-    real = request.param == "kafka"
-    bootstrap = request.getfixturevalue("kafka_bootstrap") if real else "unused:9092"
-    async with open_harness(bootstrap, real=real) as h:
+BUSES = [
+    "memory",
+    "inprocess",
+    pytest.param("kafka", marks=pytest.mark.integration),
+]
+
+
+@pytest.fixture(params=BUSES)
+async def harness(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Harness]:
+    async with open_harness(request, tmp_path, request.param) as h:
         yield h
 
 
-@pytest.fixture
-async def kafka_harness(kafka_bootstrap: str) -> AsyncIterator[Harness]:
-    """Real Kafka only: the in-memory broker has no offsets to rewind, so no redelivery."""
-    async with open_harness(kafka_bootstrap, real=True) as h:
+@pytest.fixture(params=["inprocess", pytest.param("kafka", marks=pytest.mark.integration)])
+async def redelivering_harness(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[Harness]:
+    """The buses that redeliver: the in-memory test broker has no offsets to rewind."""
+    async with open_harness(request, tmp_path, request.param) as h:
         yield h
 
 
-@asynccontextmanager
-async def open_harness(bootstrap: str, *, real: bool) -> AsyncIterator[Harness]:
+def contract_settings(bootstrap: str) -> CommonSettings:
     run = uuid.uuid4().hex[:8]
-    settings = CommonSettings(
+    return CommonSettings(
         kafka_bootstrap_servers=bootstrap,
         topic_prefix=f"contract-{run}.",
         consumer_group_prefix=f"contract-{run}",
         topic_partitions=2,
     )
+
+
+@asynccontextmanager
+async def open_harness(
+    request: pytest.FixtureRequest, tmp_path: Path, kind: str
+) -> AsyncIterator[Harness]:
+    if kind == "inprocess":
+        async with open_inprocess_harness(tmp_path) as h:
+            yield h
+        return
+    real = kind == "kafka"
+    bootstrap = request.getfixturevalue("kafka_bootstrap") if real else "unused:9092"
+    settings = contract_settings(bootstrap)
     if real:
         await ensure_topics(settings)
     broker = create_broker(settings, "contract")
-    h = Harness(broker=broker, settings=settings, real=real)
 
+    async def send(payload: bytes, key: str) -> None:
+        await broker.publish(payload, topic=settings.topics.requested, key=key.encode())
+
+    h = Harness(send=send, settings=settings)
+    route(broker, settings, KafkaPublisher(broker), **handler_route(h, settings))
+
+    @broker.subscriber(
+        settings.topics.dead_letters,
+        group_id=f"{settings.consumer_group_prefix}-dlq",
+        auto_offset_reset="earliest",
+    )
+    async def collect(message: KafkaMessage) -> None:
+        h.dead_letters.append(json.loads(message.body))
+
+    async with TestKafkaBroker(broker, with_real=real):
+        yield h
+
+
+@asynccontextmanager
+async def open_inprocess_harness(tmp_path: Path) -> AsyncIterator[Harness]:
+    settings = contract_settings("unused:9092")
+    bus = InProcessBus(tmp_path / "bus.sqlite")
+
+    async def send(payload: bytes, key: str) -> None:
+        await bus.publish_raw(payload, settings.topics.requested, key=key)
+
+    h = Harness(send=send, settings=settings)
+    route(bus, settings, bus, **handler_route(h, settings))
+    bus.add_consumer(settings.topics.dead_letters, "dlq", DeadLetterCollector(h))
+    await bus.start()
+    try:
+        yield h
+    finally:
+        await bus.stop()
+
+
+@dataclass
+class DeadLetterCollector:
+    harness: Harness
+    name: str = "dead-letter-collector"
+
+    async def deliver(self, delivery: Delivery) -> None:
+        self.harness.dead_letters.append(json.loads(delivery.body))
+
+
+def handler_route(h: Harness, settings: CommonSettings) -> dict[str, Any]:
     async def handle(event: ExecutionRequested) -> None:
         if event.agent == "rejected-agent":
             raise RejectedMessage(f"unknown agent {event.agent!r}")
@@ -100,24 +166,12 @@ async def open_harness(bootstrap: str, *, real: bool) -> AsyncIterator[Harness]:
             raise RetryableError("database blinked")
         h.handled.append(event)
 
-    route(
-        broker,
-        settings,
-        KafkaPublisher(broker),
-        service="contract",
-        topic=settings.topics.requested,
-        model=ExecutionRequested,
-        handle=handle,
-    )
-
-    @broker.subscriber(
-        settings.topics.dead_letters, group_id=f"contract-{run}-dlq", auto_offset_reset="earliest"
-    )
-    async def collect(message: KafkaMessage) -> None:
-        h.dead_letters.append(json.loads(message.body))
-
-    async with TestKafkaBroker(broker, with_real=real):
-        yield h
+    return {
+        "service": "contract",
+        "topic": settings.topics.requested,
+        "model": ExecutionRequested,
+        "handle": handle,
+    }
 
 
 async def test_valid_events_reach_the_handler_in_order_per_key(harness: Harness) -> None:
@@ -168,12 +222,12 @@ async def test_missing_field_names_the_field(harness: Harness) -> None:
     assert "agent" in letter["reason"] and "Field required" in letter["reason"]
 
 
-@pytest.mark.integration
-async def test_a_failing_dependency_is_retried_not_dead_lettered(kafka_harness: Harness) -> None:
-    kafka_harness.transient_failures_left = 2
-    await kafka_harness.publish_raw(
-        encode_event(request("flaky-1", agent="flaky-agent")), key="flaky"
-    )
-    [event] = await kafka_harness.wait_handled(1)
-    assert event.execution_id == "flaky-1" and kafka_harness.transient_failures_left == 0
-    assert kafka_harness.dead_letters == []
+async def test_a_failing_dependency_is_retried_not_dead_lettered(
+    redelivering_harness: Harness,
+) -> None:
+    h = redelivering_harness
+    h.transient_failures_left = 2
+    await h.publish_raw(encode_event(request("flaky-1", agent="flaky-agent")), key="flaky")
+    [event] = await h.wait_handled(1)
+    assert event.execution_id == "flaky-1" and h.transient_failures_left == 0
+    assert h.dead_letters == []

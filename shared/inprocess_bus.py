@@ -1,0 +1,191 @@
+"""The in-process bus of ``interlock dev``: Kafka's delivery rules in one process, on SQLite.
+
+Each topic is an append-only log (one table for all topics, ordered by row id); each consumer
+group has a committed offset per topic. One pump per (group, topic) hands the messages in order
+to that group's ``Consumer`` (the very wrapper the Kafka subscribers use: same decoding, dead
+letters and retries), commits after it returns, and delivers the message again after it raises.
+A publish returns once the message is stored, so what was in flight survives a restart of the
+process, as it would on Kafka. One partition per topic: order is total, which is more than the
+per-key order the services rely on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from pathlib import Path
+
+import aiosqlite
+import structlog
+from pydantic import BaseModel
+
+from shared.bus import RETRY_DELAY_SECONDS, Delivery, DeliveryHandler
+from shared.events import encode_event
+
+log = structlog.get_logger(__name__)
+
+BATCH = 100
+IDLE_WAKE_SECONDS = 1.0
+"""A pump with nothing to do looks again this often even without a wake-up (belt and braces)."""
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS bus_messages (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    topic TEXT NOT NULL,
+    key TEXT,
+    headers TEXT NOT NULL,
+    body BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS bus_messages_by_topic ON bus_messages (topic, id);
+CREATE TABLE IF NOT EXISTS bus_offsets (
+    group_id TEXT NOT NULL,
+    topic TEXT NOT NULL,
+    committed INTEGER NOT NULL,
+    PRIMARY KEY (group_id, topic)
+);
+"""
+
+
+class InProcessBus:
+    """Publisher and consumer host in one; ``start()`` opens the log and starts the pumps."""
+
+    def __init__(self, path: str | Path) -> None:
+        self._path = str(path)
+        self._db: aiosqlite.Connection | None = None
+        self._write = asyncio.Lock()
+        self._consumers: list[tuple[str, str, DeliveryHandler]] = []
+        self._wake: dict[str, list[asyncio.Event]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def add_consumer(self, topic: str, group_id: str, consumer: DeliveryHandler) -> None:
+        if self._tasks:
+            raise RuntimeError("add consumers before the bus starts")
+        self._consumers.append((topic, group_id, consumer))
+
+    async def start(self) -> None:
+        db = await aiosqlite.connect(self._path)
+        await db.execute("PRAGMA journal_mode=WAL")
+        await db.execute("PRAGMA synchronous=NORMAL")
+        await db.execute("PRAGMA busy_timeout=5000")
+        await db.executescript(SCHEMA)
+        await db.commit()
+        self._db = db
+        for topic, group_id, consumer in self._consumers:
+            wake = asyncio.Event()
+            self._wake.setdefault(topic, []).append(wake)
+            task = asyncio.create_task(self._pump(topic, group_id, consumer, wake))
+            self._tasks.append(task)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        self._wake = {}
+        if self._db is not None:
+            await self._db.close()
+            self._db = None
+
+    async def publish(
+        self, event: BaseModel, topic: str, *, key: str, headers: dict[str, str] | None = None
+    ) -> None:
+        event_type = getattr(event, "type", type(event).__name__)
+        all_headers = {
+            **(headers or {}),
+            "content-type": "application/json",
+            "event-type": str(event_type),
+        }
+        await self.publish_raw(encode_event(event), topic, key=key, headers=all_headers)
+
+    async def publish_raw(
+        self, body: bytes, topic: str, *, key: str | None, headers: dict[str, str] | None = None
+    ) -> None:
+        """Append a message as it is (an outside producer's bytes, valid or not)."""
+        async with self._write:
+            db = self._connection()
+            await db.execute(
+                "INSERT INTO bus_messages (topic, key, headers, body) VALUES (?, ?, ?, ?)",
+                (topic, key, json.dumps(headers or {}), body),
+            )
+            await db.commit()
+        for wake in self._wake.get(topic, []):
+            wake.set()
+
+    async def lag(self) -> int:
+        """Messages published and not yet committed by every consumer (0: all caught up)."""
+        total = 0
+        db = self._connection()
+        for topic, group_id, _ in self._consumers:
+            committed = await self._committed(group_id, topic)
+            async with db.execute(
+                "SELECT COUNT(*) FROM bus_messages WHERE topic = ? AND id > ?", (topic, committed)
+            ) as cursor:
+                row = await cursor.fetchone()
+            total += int(row[0]) if row else 0
+        return total
+
+    def _connection(self) -> aiosqlite.Connection:
+        if self._db is None:
+            raise RuntimeError("the in-process bus is not started")
+        return self._db
+
+    async def _committed(self, group_id: str, topic: str) -> int:
+        async with self._connection().execute(
+            "SELECT committed FROM bus_offsets WHERE group_id = ? AND topic = ?",
+            (group_id, topic),
+        ) as cursor:
+            row = await cursor.fetchone()
+        return int(row[0]) if row else 0
+
+    async def _commit(self, group_id: str, topic: str, offset: int) -> None:
+        async with self._write:
+            db = self._connection()
+            await db.execute(
+                "INSERT INTO bus_offsets (group_id, topic, committed) VALUES (?, ?, ?)"
+                " ON CONFLICT (group_id, topic) DO UPDATE SET committed = excluded.committed",
+                (group_id, topic, offset),
+            )
+            await db.commit()
+
+    async def _pump(
+        self, topic: str, group_id: str, consumer: DeliveryHandler, wake: asyncio.Event
+    ) -> None:
+        while True:
+            wake.clear()
+            committed = await self._committed(group_id, topic)
+            async with self._connection().execute(
+                "SELECT id, key, headers, body FROM bus_messages"
+                " WHERE topic = ? AND id > ? ORDER BY id LIMIT ?",
+                (topic, committed, BATCH),
+            ) as cursor:
+                rows = list(await cursor.fetchall())
+            if not rows:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), IDLE_WAKE_SECONDS)
+                continue
+            for offset, key, headers, body in rows:
+                delivery = Delivery(
+                    topic=topic,
+                    partition=0,
+                    offset=int(offset),
+                    key=key,
+                    body=bytes(body),
+                    headers=json.loads(headers),
+                )
+                await self._deliver_until_done(consumer, delivery)
+                await self._commit(group_id, topic, int(offset))
+
+    @staticmethod
+    async def _deliver_until_done(consumer: DeliveryHandler, delivery: Delivery) -> None:
+        # The consumer dead-letters what can never succeed and raises for what may succeed
+        # later (it has paused already): delivering again is the redelivery Kafka would do.
+        while True:
+            try:
+                await consumer.deliver(delivery)
+                return
+            except Exception:
+                log.info("bus.redeliver", consumer=consumer.name, offset=delivery.offset)
+                await asyncio.sleep(RETRY_DELAY_SECONDS / 10)
