@@ -11,7 +11,7 @@ INFRA := bash infra/infra.sh
 # it in any environment but development.
 DEV_KEY := ilk_00000000000000de_development-key-not-for-production-use-000
 
-.PHONY: help venv infra-up infra-down topics up down dev test test-unit lint format asyncapi clean
+.PHONY: help venv infra-up infra-down topics up up-fg down dev test test-unit lint format asyncapi clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -50,7 +50,10 @@ down: ## Stop the services started by `make up`, then the infrastructure
 	  while kill -0 $$(cat .infra/services.pid) 2>/dev/null; do sleep 0.2; done; rm -f .infra/services.pid; fi
 	@$(INFRA) down
 
-dev: topics ## Run Interlock in the foreground with the example agents, and print how to try it
+dev: venv ## Run Interlock in one process (SQLite, in-process bus; nothing else needed) and print how to try it
+	@$(BIN)/interlock dev
+
+up-fg: topics ## The four services as separate processes in the foreground, on the local Kafka and FerretDB
 	@source .infra/env && INTERLOCK_DEV_API_KEY=$(DEV_KEY) $(BIN)/interlock up
 
 test: venv ## Install, start the infrastructure, run the whole suite, stop what it started

@@ -1,5 +1,7 @@
 """``interlock``: the command line entry point.
 
+interlock dev (everything in one process, nothing else installed)
+interlock up (the four services as separate processes)
 interlock service gateway|orchestrator|sandbox|notifier
 interlock topics create
 interlock executions list|get|audit|resume, interlock reviews, interlock invoke (reviewer CLI)
@@ -8,6 +10,7 @@ interlock executions list|get|audit|resume, interlock reviews, interlock invoke 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -74,6 +77,53 @@ def up(
     from interlock.supervisor import run
 
     raise typer.Exit(run(log_dir))
+
+
+@app.command()
+def dev(
+    port: int | None = typer.Option(
+        None, help="Port of the API, docs and review page (else INTERLOCK_PORT, else 8000)."
+    ),
+    host: str | None = typer.Option(
+        None, help="Address to listen on (else INTERLOCK_HOST, else 127.0.0.1)."
+    ),
+    data: Path | None = typer.Option(
+        None,
+        help="Folder of the SQLite files, kept across restarts (else INTERLOCK_DATA_DIR,"
+        " else .interlock/dev).",
+    ),
+    kafka: str | None = typer.Option(
+        None, help="Bootstrap servers: use this Kafka instead of the in-process bus."
+    ),
+    mongodb: str | None = typer.Option(
+        None, help="Connection URI: use this MongoDB instead of SQLite (needs --kafka)."
+    ),
+) -> None:
+    """Run all four services in this one process with the example agents: SQLite and an
+    in-process bus (nothing else to install), or the given Kafka and MongoDB."""
+    from pydantic import ValidationError
+
+    from interlock.dev import DEV_API_KEY, DevSettings, serve
+
+    if (kafka is None) != (mongodb is None):
+        raise typer.BadParameter("give both --kafka and --mongodb, or neither")
+    given = {"host": host, "port": port, "data_dir": data}
+    overrides: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
+    if kafka is not None:
+        overrides |= {
+            "kafka_bootstrap_servers": kafka,
+            "mongodb_uri": mongodb,
+            "embedded": False,
+        }
+    try:
+        settings = DevSettings(**overrides)
+    except ValidationError as exc:
+        typer.echo(f"error: invalid settings: {exc.errors()[0]['msg']}", err=True)
+        raise typer.Exit(2) from None
+    if settings.environment == "development" and settings.dev_api_key is None:
+        settings = settings.model_copy(update={"dev_api_key": DEV_API_KEY})
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve(settings))
 
 
 @topics_app.command("create")

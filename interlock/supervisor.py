@@ -57,9 +57,16 @@ def try_it_text(base_url: str, key: str | None) -> str:
         if key
         else "Create a key first: interlock keys create --project demo --role PROJECT_OWNER"
     )
+    cli_key = key or "$KEY"
     return f"""
 Interlock is running: gateway {base_url} (OpenAPI docs: {base_url}/docs)
 {key_line}
+
+Review in the browser (sign in with the key above, project {project}, workspace {workspace}):
+  {base_url}/reviews
+
+Or chat with an agent and review it inline in the terminal:
+  INTERLOCK_URL={base_url} INTERLOCK_API_KEY={cli_key} interlock invoke refund-approval
 
 Start a refund that needs approval:
   curl -s -X POST {api}/workspaces/{workspace}/invoke {auth} \\

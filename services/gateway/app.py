@@ -65,6 +65,8 @@ def create_app(
     settings = settings or GatewaySettings()
     configure_logging(SERVICE, level=settings.log_level, fmt=settings.log_format)
     registry = load_registry(settings.agents_file)
+    # Whoever creates the store closes it: a store passed in outlives this app.
+    owns_store = store is None
     store_ = store or MongoStore.connect(settings.mongodb_uri, settings.mongodb_database)
     broker = create_broker(settings, SERVICE) if publisher is None else None
     publisher_ = publisher or KafkaPublisher(broker)  # type: ignore[arg-type]
@@ -87,7 +89,8 @@ def create_app(
         finally:
             if broker is not None:
                 await broker.stop()
-            await store_.close()
+            if owns_store:
+                await store_.close()
 
     app = FastAPI(
         title="Interlock",

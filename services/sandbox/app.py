@@ -8,7 +8,6 @@ from typing import Any, Self
 
 import structlog
 from faststream import FastStream
-from faststream.kafka import KafkaBroker
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.mongodb import MongoDBSaver
 from pydantic import Field, model_validator
@@ -18,7 +17,7 @@ from services.sandbox.checkpointer import GuardedSaver
 from services.sandbox.handlers import Sandbox
 from services.sandbox.runner import AgentRunner, GraphCache
 from shared.agents import load_registry
-from shared.bus import EventPublisher, KafkaPublisher, create_broker, route
+from shared.bus import Bus, EventPublisher, KafkaPublisher, create_broker, route
 from shared.errors import RetryableError
 from shared.events import ExecutionDispatched
 from shared.logging import announce_started, configure_logging
@@ -80,16 +79,17 @@ async def publish_agent_versions(graphs: GraphCache, store: Store) -> None:
 
 
 def register(
-    broker: KafkaBroker,
+    broker: Bus,
     settings: SandboxSettings,
     store: Store,
     publisher: EventPublisher,
     checkpointer: BaseCheckpointSaver[Any],
-) -> Sandbox:
-    """Wire a sandbox on ``broker`` (the embedded mode and in-process tests use this)."""
-    sandbox, _ = build_sandbox(settings, store, publisher, checkpointer)
+) -> tuple[Sandbox, GraphCache]:
+    """Wire a sandbox on ``broker`` (``interlock dev`` and in-process tests use this); publish
+    its agent versions with ``publish_agent_versions`` once the store is open."""
+    sandbox, graphs = build_sandbox(settings, store, publisher, checkpointer)
     _subscribe(broker, settings, publisher, sandbox.on_dispatched)
-    return sandbox
+    return sandbox, graphs
 
 
 class _LateSandbox:
@@ -106,7 +106,7 @@ class _LateSandbox:
 
 
 def _subscribe(
-    broker: KafkaBroker,
+    broker: Bus,
     settings: SandboxSettings,
     publisher: EventPublisher,
     handle: Callable[[ExecutionDispatched], Awaitable[None]],

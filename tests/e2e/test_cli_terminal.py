@@ -43,6 +43,12 @@ WAIT = 60.0
 ROWS, COLUMNS = 40, 120
 CLI = [sys.executable, "-m", "interlock.cli"]
 SCRIPT = Path(sys.executable).with_name("interlock")
+
+
+def greeting(agent: str) -> str:
+    return f"Chatting with {agent}: each message starts a new execution. Ctrl-D or 'exit' to quit."
+
+
 """The console script ``pip install`` wrote next to this interpreter."""
 
 # Rich's transient status on a colour terminal: hide the cursor, redraw the spinner line, then
@@ -251,7 +257,7 @@ def stopped(pid: int) -> bool:
 async def test_chat_reviews_a_refund_then_answers_a_follow_up(reviewer: Reviewer) -> None:
     with reviewer.terminal("invoke", "refund-approval") as term:
         await term.shows(
-            "Chatting with refund-approval: each message starts a new execution. Ctrl-D or 'exit' to quit.",
+            greeting("refund-approval"),
             "You> ",
         )
         await term.type("Refund claim CLM-4821")
@@ -320,7 +326,7 @@ async def test_chat_walks_three_actions_approve_edit_reject(reviewer: Reviewer) 
     edited = {**second, "to": "reviewed@example.com"}
     with reviewer.terminal("invoke", "outreach-email") as term:
         await term.shows(
-            "Chatting with outreach-email: each message starts a new execution. Ctrl-D or 'exit' to quit.",
+            greeting("outreach-email"),
             "You> ",
         )
         await term.type("send 3 emails")
@@ -378,7 +384,7 @@ async def test_chat_walks_three_actions_approve_edit_reject(reviewer: Reviewer) 
 async def test_ctrl_c_during_a_review_leaves_the_execution_suspended(reviewer: Reviewer) -> None:
     with reviewer.terminal("invoke", "refund-approval") as term:
         await term.shows(
-            "Chatting with refund-approval: each message starts a new execution. Ctrl-D or 'exit' to quit.",
+            greeting("refund-approval"),
             "You> ",
         )
         await term.type("Refund claim CLM-4821")
@@ -402,7 +408,7 @@ async def test_a_refused_decision_is_one_line_and_the_session_goes_on(
     member = await reviewer.cluster.key(PROJECT, "PROJECT_MEMBER")
     with reviewer.terminal("invoke", "refund-approval", INTERLOCK_API_KEY=member) as term:
         await term.shows(
-            "Chatting with refund-approval: each message starts a new execution. Ctrl-D or 'exit' to quit.",
+            greeting("refund-approval"),
             "You> ",
         )
         await term.type("Refund claim CLM-4821")
@@ -497,8 +503,7 @@ async def test_a_cancelled_execution_ends_the_wait_at_once(
     async with reviewer_of(stalling_cluster, tmp_path) as reviewer:
         with reviewer.terminal("invoke", "refund-approval") as term:
             await term.shows(
-                "Chatting with refund-approval: each message starts a new execution. "
-                "Ctrl-D or 'exit' to quit.",
+                greeting("refund-approval"),
                 "You> ",
             )
             await term.type("Refund claim CLM-4821")

@@ -1,0 +1,128 @@
+"""``interlock dev``: the four services in one process, for trying Interlock with only Python.
+
+The same handlers, schemas and validation as the distributed mode; only two adapters differ:
+the bus is the in-process one (``shared/inprocess_bus.py``, SQLite-backed) and the store and the
+LangGraph checkpointer are SQLite files under the data folder, so a suspended execution can be
+approved after a restart. Given Kafka and MongoDB settings it runs the same single process
+against them instead (the distributed mode's adapters, unchanged).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from faststream.kafka import KafkaBroker
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from pymongo import MongoClient
+
+from interlock.supervisor import try_it_text
+from services.gateway.app import GatewaySettings, create_app
+from services.notifier.app import register as register_notifier
+from services.orchestrator.app import register as register_orchestrator
+from services.sandbox.app import SandboxSettings, publish_agent_versions
+from services.sandbox.app import register as register_sandbox
+from shared.bus import EventPublisher, KafkaPublisher, create_broker, ensure_topics
+from shared.inprocess_bus import InProcessBus
+from shared.logging import configure_logging
+from shared.store.mongo import MongoStore
+from shared.store.ports import Store
+from shared.store.sqlite import SqliteStore
+
+DEV_API_KEY = "ilk_00000000000000de_development-key-not-for-production-use-000"
+"""The well-known owner key of project ``demo`` (the gateway refuses it outside development)."""
+
+
+class DevSettings(GatewaySettings, SandboxSettings):
+    """Every service's settings in one (``INTERLOCK_*`` as usual), plus where dev data lives."""
+
+    data_dir: Path = Path(".interlock/dev")
+    embedded: bool = True
+    """SQLite and the in-process bus; False: the given Kafka and MongoDB."""
+
+
+@dataclass
+class Wiring:
+    bus: KafkaBroker | InProcessBus
+    publisher: EventPublisher
+    store: Store
+    checkpointer: BaseCheckpointSaver[Any]
+
+
+@asynccontextmanager
+async def embedded(settings: DevSettings) -> AsyncIterator[Wiring]:
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    async with AsyncExitStack() as stack:
+        store = await SqliteStore.open(settings.data_dir / "interlock.sqlite")
+        stack.push_async_callback(store.close)
+        checkpointer = await stack.enter_async_context(
+            AsyncSqliteSaver.from_conn_string(str(settings.data_dir / "checkpoints.sqlite"))
+        )
+        bus = InProcessBus(settings.data_dir / "bus.sqlite")
+        yield Wiring(bus=bus, publisher=bus, store=store, checkpointer=checkpointer)
+
+
+@asynccontextmanager
+async def on_infrastructure(settings: DevSettings) -> AsyncIterator[Wiring]:
+    from langgraph.checkpoint.mongodb import MongoDBSaver
+
+    await ensure_topics(settings)
+    store = MongoStore.connect(settings.mongodb_uri, settings.mongodb_database)
+    client: MongoClient[Any] = MongoClient(settings.mongodb_uri, tz_aware=True)
+    try:
+        checkpointer = await asyncio.to_thread(
+            MongoDBSaver, client, db_name=settings.mongodb_database
+        )
+        broker = create_broker(settings, "interlock-dev")
+        yield Wiring(
+            bus=broker, publisher=KafkaPublisher(broker), store=store, checkpointer=checkpointer
+        )
+    finally:
+        client.close()
+        await store.close()
+
+
+async def serve(settings: DevSettings) -> None:
+    configure_logging("interlock-dev", level=settings.log_level, fmt=settings.log_format)
+    wiring_of = embedded if settings.embedded else on_infrastructure
+    async with wiring_of(settings) as wiring:
+        await wiring.store.ensure_indexes()
+        register_orchestrator(wiring.bus, settings, wiring.store, wiring.publisher)
+        _, graphs = register_sandbox(
+            wiring.bus, settings, wiring.store, wiring.publisher, wiring.checkpointer
+        )
+        register_notifier(wiring.bus, settings, wiring.publisher)
+        await publish_agent_versions(graphs, wiring.store)
+        app = create_app(settings, store=wiring.store, publisher=wiring.publisher)
+        base_url = f"http://{settings.host}:{settings.port}"
+        server = AnnouncingServer(
+            uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None),
+            announcement=try_it_text(base_url, settings.dev_api_key),
+        )
+        await wiring.bus.start()
+        try:
+            await server.serve()
+        finally:
+            with contextlib.suppress(Exception):
+                await wiring.bus.stop()
+
+
+class AnnouncingServer(uvicorn.Server):
+    """Prints how to try Interlock once the port is open, not before."""
+
+    def __init__(self, config: uvicorn.Config, *, announcement: str) -> None:
+        super().__init__(config)
+        self._announcement = announcement
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            print(self._announcement, flush=True)

@@ -1,0 +1,129 @@
+"""``interlock dev`` as a user runs it: one process, SQLite files, nothing else installed. A
+suspended execution is approved after the process was stopped and started again."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.e2e.cluster import free_port
+
+pytestmark = pytest.mark.quickstart
+
+REPO = Path(__file__).resolve().parents[2]
+KEY = "ilk_00000000000000de_development-key-not-for-production-use-000"
+API = "/api/v1/projects/demo"
+DEV_COMMAND = (sys.executable, "-m", "interlock.cli", "dev")
+
+
+class Dev:
+    def __init__(self, data: Path) -> None:
+        self.data = data
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log = data.parent / "dev.log"
+
+    def start(self) -> None:
+        env = {**os.environ, "INTERLOCK_LOG_FORMAT": "json"}
+        self.log.touch()
+        for name in ("INTERLOCK_KAFKA_BOOTSTRAP_SERVERS", "INTERLOCK_MONGODB_URI"):
+            env.pop(name, None)  # embedded: it must not need them
+        self.process = subprocess.Popen(
+            [*DEV_COMMAND, "--port", str(self.port), "--data", str(self.data)],
+            cwd=REPO,
+            env=env,
+            stdout=self.log.open("ab"),
+            stderr=subprocess.STDOUT,
+        )
+        seen = len(self.log.read_text(errors="replace")) if self.log.exists() else 0
+        deadline = time.monotonic() + 60
+        while "Interlock is running" not in self.log.read_text(errors="replace")[seen:]:
+            assert self.process.poll() is None, self.log.read_text(errors="replace")
+            assert time.monotonic() < deadline, "interlock dev did not start"
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            assert self.process.wait(timeout=30) == 0, self.log.read_text(errors="replace")
+        self.process = None
+
+    def call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {KEY}"}
+        return httpx.request(method, self.url + path, headers=headers, timeout=30, **kwargs)
+
+    def wait_for(self, execution_id: str, status: str) -> dict[str, Any]:
+        deadline = time.monotonic() + 60
+        while True:
+            body = self.call(
+                "GET", f"{API}/executions/{execution_id}", params={"workspace_id": "default"}
+            ).json()
+            if body["status"] == status or time.monotonic() > deadline:
+                assert body["status"] == status, body
+                return dict(body)
+            time.sleep(0.2)
+
+
+@pytest.fixture
+def dev(tmp_path: Path) -> Iterator[Dev]:
+    running = Dev(tmp_path / "data")
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def test_a_suspended_execution_is_approved_after_a_restart(dev: Dev) -> None:
+    dev.start()
+    invoked = dev.call(
+        "POST",
+        f"{API}/workspaces/default/invoke",
+        json={"agent": "refund-approval", "message": "Refund claim CLM-4821"},
+    )
+    assert invoked.status_code == 202, invoked.text
+    execution_id = invoked.json()["execution_id"]
+    suspended = dev.wait_for(execution_id, "suspended")
+    assert suspended["suspend_context"]["claim_id"] == "CLM-4821"
+
+    dev.stop()
+    dev.start()
+    resumed = dev.call(
+        "POST",
+        f"{API}/executions/{execution_id}/resume",
+        params={"workspace_id": "default"},
+        json={"decision": "approve", "reviewer_notes": "after a restart"},
+    )
+    assert resumed.status_code == 202, resumed.text
+    done = dev.wait_for(execution_id, "completed")
+    assert done["result"]["outcome"] == "refunded"
+    assert done["decisions"][0]["reviewer_notes"] == "after a restart"
+    assert (dev.data / "interlock.sqlite").exists() and (dev.data / "checkpoints.sqlite").exists()
+
+
+def test_the_same_validation_as_the_distributed_mode(dev: Dev) -> None:
+    dev.start()
+    unknown = dev.call(
+        "POST", f"{API}/workspaces/default/invoke", json={"agent": "nope", "message": "hi"}
+    )
+    assert unknown.status_code == 422
+    assert unknown.headers["content-type"] == "application/problem+json"
+    nested = dev.call(
+        "POST",
+        f"{API}/executions/whatever/resume",
+        params={"workspace_id": "default"},
+        json={"human_review": {"decision": "approve"}},
+    )
+    assert nested.status_code == 400 and nested.json()["type"].endswith("/nested-decision")
+    anonymous = httpx.get(f"{dev.url}{API}/agents", params={"workspace_id": "default"})
+    assert anonymous.status_code == 401
+    assert dev.call("GET", "/reviews").status_code == 200
