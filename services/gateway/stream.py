@@ -27,6 +27,7 @@ from fastapi.sse import EventSourceResponse, ServerSentEvent
 from services.gateway.auth import ANY_ROLE, access
 from services.gateway.intake import ExecutionNotFound, Intake
 from services.gateway.problems import Problem
+from services.gateway.routes import PROBLEM_RESPONSES
 from services.gateway.schemas import ExecutionView
 from shared.domain.execution import Execution, ExecutionStatus
 from shared.events import Identifier
@@ -115,7 +116,7 @@ def audit_events(
 
 
 def build_stream_router(intake: Intake, keys: ApiKeys, *, poll_seconds: float) -> APIRouter:
-    router = APIRouter()
+    router = APIRouter(responses=PROBLEM_RESPONSES)
     reader = Depends(access(keys, "reading", ANY_ROLE))
 
     # Checks run as dependencies: they must answer 404/400 before the 200 of the stream is sent.
@@ -152,6 +153,7 @@ def build_stream_router(intake: Intake, keys: ApiKeys, *, poll_seconds: float) -
         "/api/v1/projects/{project_id}/executions/{execution_id}/stream",
         response_class=EventSourceResponse,
         tags=["executions"],
+        responses={204: {"description": "The client has every event of a finished execution"}},
     )
     async def stream_execution(
         execution: Execution = Depends(watched),
