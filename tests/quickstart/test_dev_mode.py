@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,8 +27,12 @@ DEV_COMMAND = (sys.executable, "-m", "interlock.cli", "dev")
 
 
 class Dev:
-    def __init__(self, data: Path) -> None:
+    def __init__(
+        self, data: Path, extra_args: tuple[str, ...] = (), extra_env: dict[str, str] | None = None
+    ) -> None:
         self.data = data
+        self.extra_args = extra_args
+        self.extra_env = extra_env or {}
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
@@ -38,8 +43,9 @@ class Dev:
         self.log.touch()
         for name in ("INTERLOCK_KAFKA_BOOTSTRAP_SERVERS", "INTERLOCK_MONGODB_URI"):
             env.pop(name, None)  # embedded: it must not need them
+        env.update(self.extra_env)
         self.process = subprocess.Popen(
-            [*DEV_COMMAND, "--port", str(self.port), "--data", str(self.data)],
+            [*DEV_COMMAND, "--port", str(self.port), "--data", str(self.data), *self.extra_args],
             cwd=REPO,
             env=env,
             stdout=self.log.open("ab"),
@@ -84,6 +90,33 @@ def dev(tmp_path: Path) -> Iterator[Dev]:
 
 
 def test_a_suspended_execution_is_approved_after_a_restart(dev: Dev) -> None:
+    approve_a_refund_across_a_restart(dev)
+    assert (dev.data / "interlock.sqlite").exists() and (dev.data / "checkpoints.sqlite").exists()
+
+
+@pytest.mark.integration
+def test_the_same_process_runs_on_kafka_and_mongodb(
+    tmp_path: Path, kafka_bootstrap: str, mongodb_uri: str
+) -> None:
+    run = uuid.uuid4().hex[:8]
+    dev = Dev(
+        tmp_path / "data",
+        extra_args=("--kafka", kafka_bootstrap, "--mongodb", mongodb_uri),
+        extra_env={
+            "INTERLOCK_TOPIC_PREFIX": f"dev-{run}.",
+            "INTERLOCK_CONSUMER_GROUP_PREFIX": f"dev-{run}",
+            "INTERLOCK_MONGODB_DATABASE": f"dev_{run}",
+            "INTERLOCK_TOPIC_PARTITIONS": "2",
+        },
+    )
+    try:
+        approve_a_refund_across_a_restart(dev)
+    finally:
+        dev.stop()
+    assert not (dev.data / "interlock.sqlite").exists()  # nothing went to SQLite
+
+
+def approve_a_refund_across_a_restart(dev: Dev) -> None:
     dev.start()
     invoked = dev.call(
         "POST",
@@ -107,7 +140,6 @@ def test_a_suspended_execution_is_approved_after_a_restart(dev: Dev) -> None:
     done = dev.wait_for(execution_id, "completed")
     assert done["result"]["outcome"] == "refunded"
     assert done["decisions"][0]["reviewer_notes"] == "after a restart"
-    assert (dev.data / "interlock.sqlite").exists() and (dev.data / "checkpoints.sqlite").exists()
 
 
 def test_the_same_validation_as_the_distributed_mode(dev: Dev) -> None:
