@@ -8,6 +8,7 @@ exiting stops the rest so a broken service is never hidden.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -48,6 +49,17 @@ def _stop(processes: dict[str, subprocess.Popen[bytes]]) -> None:
             process.wait()
 
 
+def _cli_command() -> str:
+    """How to call ``interlock`` from here: the virtualenv's script when it is not on PATH."""
+    script = Path(sys.executable).with_name("interlock")
+    if not script.exists() or shutil.which("interlock") == str(script):
+        return "interlock"
+    try:
+        return str(script.relative_to(Path.cwd()))
+    except ValueError:
+        return str(script)
+
+
 def try_it_text(base_url: str, key: str | None) -> str:
     project, workspace = "demo", "default"
     api = f"{base_url}/api/v1/projects/{project}"
@@ -58,6 +70,7 @@ def try_it_text(base_url: str, key: str | None) -> str:
         else "Create a key first: interlock keys create --project demo --role PROJECT_OWNER"
     )
     cli_key = key or "$KEY"
+    cli = _cli_command()
     return f"""
 Interlock is running: gateway {base_url} (OpenAPI docs: {base_url}/docs)
 {key_line}
@@ -66,7 +79,7 @@ Review in the browser (sign in with the key above, project {project}, workspace 
   {base_url}/reviews
 
 Or chat with an agent and review it inline in the terminal:
-  INTERLOCK_URL={base_url} INTERLOCK_API_KEY={cli_key} interlock invoke refund-approval
+  INTERLOCK_URL={base_url} INTERLOCK_API_KEY={cli_key} {cli} invoke refund-approval
 
 Start a refund that needs approval:
   curl -s -X POST {api}/workspaces/{workspace}/invoke {auth} \\
