@@ -26,6 +26,7 @@ from pymongo import MongoClient
 
 from interlock.supervisor import try_it_text
 from services.gateway.app import GatewaySettings, create_app
+from services.notifier.app import NotifierSettings
 from services.notifier.app import register as register_notifier
 from services.orchestrator.app import register as register_orchestrator
 from services.sandbox.app import SandboxSettings, publish_agent_versions
@@ -41,7 +42,7 @@ DEV_API_KEY = "ilk_00000000000000de_development-key-not-for-production-use-000"
 """The well-known owner key of project ``demo`` (the gateway refuses it outside development)."""
 
 
-class DevSettings(GatewaySettings, SandboxSettings):
+class DevSettings(GatewaySettings, SandboxSettings, NotifierSettings):
     """Every service's settings in one (``INTERLOCK_*`` as usual), plus where dev data lives."""
 
     data_dir: Path = Path(".interlock/dev")
@@ -99,7 +100,7 @@ async def serve(settings: DevSettings) -> None:
         _, graphs = register_sandbox(
             wiring.bus, settings, wiring.store, wiring.publisher, wiring.checkpointer
         )
-        register_notifier(wiring.bus, settings, wiring.publisher)
+        dispatcher = register_notifier(wiring.bus, settings, wiring.publisher, wiring.store)
         await publish_agent_versions(graphs, wiring.store)
         app = create_app(settings, store=wiring.store, publisher=wiring.publisher)
         base_url = f"http://{settings.host}:{settings.port}"
@@ -108,9 +109,17 @@ async def serve(settings: DevSettings) -> None:
             announcement=try_it_text(base_url, settings.dev_api_key),
         )
         await wiring.bus.start()
+        dispatching = None
+        if dispatcher is not None:
+            poll = settings.notification_poll_seconds
+            dispatching = asyncio.create_task(dispatcher.run_forever(poll))
         try:
             await server.serve()
         finally:
+            if dispatching is not None:
+                dispatching.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await dispatching
             with contextlib.suppress(Exception):
                 await wiring.bus.stop()
 

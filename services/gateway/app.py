@@ -14,6 +14,7 @@ from pydantic import Field, model_validator
 
 from services.gateway.intake import Intake
 from services.gateway.limits import install_limits
+from services.gateway.notifications import build_notifications_router
 from services.gateway.problems import install_problem_handlers
 from services.gateway.routes import build_router
 from services.gateway.stream import install_stream
@@ -110,6 +111,7 @@ def create_app(
     intake = Intake(store=store_, publisher=publisher_, topics=settings.topics, registry=registry)
     app.include_router(build_router(intake, registry, store_.api_keys))
     install_stream(app, intake, store_.api_keys, poll_seconds=settings.stream_poll_seconds)
+    app.include_router(build_notifications_router(store_.notifications, store_.api_keys))
     install_review_page(app)
 
     @app.get("/healthz", tags=["health"])

@@ -1,29 +1,72 @@
 """Composition root of the notifier.
 
-Until notification channels exist (webhook, Slack, email), a suspension is announced as one
-structured log line per reviewer notification, and status changes are logged.
+A suspension becomes one delivery per configured channel that wants it (``channels`` in the
+notifications file, see shared/notifications/config.py), stored by the Kafka handler and sent
+by the dispatcher loop (services/notifier/delivery.py). Without channels a suspension is one
+structured log line. Status changes are logged.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+
 import structlog
 from faststream import FastStream
+from pydantic import Field
 
+from services.notifier.channels import Channel
+from services.notifier.delivery import Clock, Dispatcher
+from services.notifier.wiring import build_channels
 from shared.bus import Bus, EventPublisher, KafkaPublisher, create_broker, route
-from shared.events import ExecutionStatusChanged, ExecutionSuspended
+from shared.events import ExecutionStatusChanged, ExecutionSuspended, utc_now
 from shared.logging import announce_started, configure_logging
+from shared.notifications.config import ChannelConfig, load_channels
+from shared.notifications.model import Delivery
+from shared.notifications.policy import notification_for
 from shared.settings import CommonSettings
+from shared.store.mongo import MongoStore
+from shared.store.notifications import NotificationStore
+from shared.store.ports import Store
 
 SERVICE = "notifier"
 log = structlog.get_logger(__name__)
 
 
 class NotifierSettings(CommonSettings):
-    pass
+    notifications_file: Path | None = None
+    """The channels (TOML); none: suspensions are only logged."""
+    public_url: str = "http://127.0.0.1:8000"
+    """Where reviewers reach the gateway: review links point at its /reviews page."""
+    notification_max_attempts: int = Field(default=8, ge=1, le=100)
+    notification_poll_seconds: float = Field(default=1.0, gt=0, le=60)
 
 
 class Notifier:
+    def __init__(
+        self,
+        settings: NotifierSettings,
+        store: NotificationStore | None,
+        channels: Mapping[str, Channel],
+        configs: Mapping[str, ChannelConfig],
+        clock: Clock = utc_now,
+    ) -> None:
+        self._clock = clock
+        self._settings = settings
+        self._store = store
+        self._channels = channels
+        self._configs = configs
+
     async def on_suspended(self, event: ExecutionSuspended) -> None:
+        wanted = [
+            name
+            for name, config in self._configs.items()
+            if config.wants(event.project_id, event.agent)
+        ]
         log.info(
             "review.requested",
             agent=event.agent,
@@ -32,14 +75,39 @@ class Notifier:
             suspension_id=event.suspension_id,
             allowed_decisions=event.allowed_decisions,
             suspend_context=event.suspend_context,
+            channels=wanted,
         )
+        if self._store is None:
+            return
+        now = self._clock()
+        for channel in wanted:
+            notification = notification_for(event, channel, self._settings.public_url)
+            delivery = Delivery(
+                delivery_id=notification.notification_id,
+                project_id=event.project_id,
+                channel=channel,
+                notification=notification,
+                next_attempt_at=now,
+            )
+            # Insert-if-absent: a redelivered event finds its deliveries stored already.
+            await self._store.enqueue(delivery)
 
     async def on_status(self, event: ExecutionStatusChanged) -> None:
         log.info("execution.status", status=event.status, sequence=event.sequence)
 
 
-def register(broker: Bus, settings: CommonSettings, publisher: EventPublisher) -> Notifier:
-    notifier = Notifier()
+def register(
+    broker: Bus,
+    settings: NotifierSettings,
+    publisher: EventPublisher,
+    store: Store | None = None,
+) -> Dispatcher | None:
+    """Wire the notifier's handlers on ``broker``; returns the dispatcher to run (None without
+    a store: suspensions are then only logged)."""
+    configs = load_channels(settings.notifications_file)
+    channels = build_channels(configs, os.environ)
+    notifications = store.notifications if store is not None else None
+    notifier = Notifier(settings, notifications, channels, configs)
     topics = settings.topics
     route(
         broker,
@@ -59,12 +127,44 @@ def register(broker: Bus, settings: CommonSettings, publisher: EventPublisher) -
         model=ExecutionStatusChanged,
         handle=notifier.on_status,
     )
-    return notifier
+    if notifications is None:
+        return None
+    return Dispatcher(
+        notifications,
+        channels,
+        clock=utc_now,
+        owner=f"{socket.gethostname()}:{os.getpid()}",
+        max_attempts=settings.notification_max_attempts,
+    )
 
 
 def create_app(settings: NotifierSettings | None = None) -> FastStream:
     settings = settings or NotifierSettings()
     configure_logging(SERVICE, level=settings.log_level, fmt=settings.log_format)
     broker = create_broker(settings, SERVICE)
-    register(broker, settings, KafkaPublisher(broker))
-    return FastStream(broker, after_startup=[announce_started(SERVICE)])
+    store = MongoStore.connect(settings.mongodb_uri, settings.mongodb_database)
+    dispatcher = register(broker, settings, KafkaPublisher(broker), store)
+    assert dispatcher is not None
+    running: list[asyncio.Task[None]] = []
+
+    async def start() -> None:
+        await store.ping()
+        await store.ensure_indexes()
+
+    async def start_dispatching() -> None:
+        loop = dispatcher.run_forever(settings.notification_poll_seconds)
+        running.append(asyncio.create_task(loop))
+
+    async def stop() -> None:
+        for task in running:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await store.close()
+
+    return FastStream(
+        broker,
+        on_startup=[start],
+        after_startup=[start_dispatching, announce_started(SERVICE)],
+        on_shutdown=[stop],
+    )

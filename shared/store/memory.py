@@ -8,6 +8,7 @@ from shared.store.api_keys import InMemoryApiKeys
 from shared.store.approvals import InMemoryApprovals
 from shared.store.attempts import InMemoryAttemptLedger
 from shared.store.cursor import decode_cursor, encode_cursor
+from shared.store.notifications import InMemoryNotifications
 from shared.store.ports import Claim, Page, StepRecord
 from shared.store.progress import InMemoryProgressLog
 
@@ -108,6 +109,7 @@ class InMemoryStore:
         self.api_keys = InMemoryApiKeys()
         self.approvals = InMemoryApprovals()
         self.progress = InMemoryProgressLog()
+        self.notifications = InMemoryNotifications()
 
     async def ensure_indexes(self) -> None:
         return None

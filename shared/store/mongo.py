@@ -26,6 +26,7 @@ from shared.store.api_keys import MongoApiKeys
 from shared.store.approvals import MongoApprovals
 from shared.store.attempts import MongoAttemptLedger
 from shared.store.cursor import decode_cursor, encode_cursor
+from shared.store.notifications import MongoNotifications
 from shared.store.ports import Claim, Page, StepRecord
 from shared.store.progress import MongoProgressLog
 
@@ -294,6 +295,7 @@ class MongoStore:
         self.api_keys = MongoApiKeys(database)
         self.approvals = MongoApprovals(database)
         self.progress = MongoProgressLog(database)
+        self.notifications = MongoNotifications(database)
 
     @classmethod
     def connect(cls, uri: str, database_name: str, *, timeout_ms: int = 5_000) -> MongoStore:
@@ -314,6 +316,7 @@ class MongoStore:
         await self.api_keys.ensure_indexes()
         await self.approvals.ensure_indexes()
         await self.progress.ensure_indexes()
+        await self.notifications.ensure_indexes()
 
     async def ping(self) -> None:
         try:

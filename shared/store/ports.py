@@ -14,6 +14,7 @@ from shared.store.agent_versions import AgentVersions
 from shared.store.api_keys import ApiKeys
 from shared.store.approvals import ApprovalStore
 from shared.store.attempts import AttemptLedger
+from shared.store.notifications import NotificationStore
 from shared.store.progress import ProgressLog
 
 
@@ -144,6 +145,9 @@ class Store(Protocol):
 
     @property
     def progress(self) -> ProgressLog: ...
+
+    @property
+    def notifications(self) -> NotificationStore: ...
 
     async def ensure_indexes(self) -> None: ...
 

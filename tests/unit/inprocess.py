@@ -18,6 +18,7 @@ from faststream.kafka.annotations import KafkaMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from services.gateway.intake import Intake, ReviewAnswer
+from services.notifier.app import NotifierSettings
 from services.notifier.app import register as register_notifier
 from services.orchestrator.app import register as register_orchestrator
 from services.sandbox.app import SandboxSettings
@@ -74,7 +75,8 @@ async def in_process_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> A
     store = InMemoryStore()
     register_orchestrator(broker, settings, store, publisher)
     register_sandbox(broker, settings, store, publisher, InMemorySaver())
-    register_notifier(broker, settings, publisher)
+    notifier_settings = NotifierSettings(kafka_bootstrap_servers="unused:9092", topic_prefix="mem.")
+    register_notifier(broker, notifier_settings, publisher)
     registry = load_registry(settings.agents_file)
     intake = Intake(store=store, publisher=publisher, topics=settings.topics, registry=registry)
     dispatches: list[dict[str, Any]] = []

@@ -27,6 +27,7 @@ from interlock.client import invoke as invoke_module
 from interlock.client.config import ConfigError, load_config
 from services.gateway import app as gateway_app
 from services.gateway.app import GatewaySettings, create_app
+from services.notifier.app import NotifierSettings
 from services.notifier.app import register as register_notifier
 from services.orchestrator.app import register as register_orchestrator
 from services.sandbox.app import SandboxSettings
@@ -84,7 +85,7 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cli]:
     store = InMemoryStore()
     register_orchestrator(broker, settings, store, publisher)
     register_sandbox(broker, settings, store, publisher, InMemorySaver())
-    register_notifier(broker, settings, publisher)
+    register_notifier(broker, NotifierSettings(**common), publisher)
     # create_app would reconfigure structlog for the whole process: loggers cached under that
     # configuration escape later tests' capture_logs. Capturing here keeps the services' logs
     # out of the CLI's output and leaves the configuration as it was.

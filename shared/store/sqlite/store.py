@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shared.store.sqlite import agent_versions, api_keys, approvals, executions, progress, steps
+from shared.store.sqlite import (
+    agent_versions,
+    api_keys,
+    approvals,
+    executions,
+    notifications,
+    progress,
+    steps,
+)
 from shared.store.sqlite.database import BUSY_TIMEOUT_MS, Database
 
 SCHEMA_VERSION = 1
@@ -23,6 +31,7 @@ class SqliteStore:
         self.api_keys = api_keys.SqliteApiKeys(database)
         self.approvals = approvals.SqliteApprovals(database)
         self.progress = progress.SqliteProgressLog(database)
+        self.notifications = notifications.SqliteNotifications(database)
 
     @classmethod
     def connect(cls, path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> SqliteStore:
@@ -42,7 +51,15 @@ class SqliteStore:
         await self._db.execute_script(
             "\n".join(
                 module.SCHEMA
-                for module in (executions, steps, agent_versions, api_keys, approvals, progress)
+                for module in (
+                    executions,
+                    steps,
+                    agent_versions,
+                    api_keys,
+                    approvals,
+                    progress,
+                    notifications,
+                )
             )
             + f"\nPRAGMA user_version = {SCHEMA_VERSION};"
         )

@@ -1,0 +1,1 @@
+"""Telling reviewers about suspensions: what a notification says, and its delivery records."""

@@ -1,0 +1,77 @@
+"""What a reviewer is told about a suspension, and the record of delivering it on one channel.
+
+Pure data (pydantic only): the notifier builds a ``Notification`` from ``execution.suspended``,
+the store keeps one ``Delivery`` per (execution, suspension, channel), and the channel senders
+turn a ``Notification`` into a webhook body, a Slack message or an email.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from shared.events import utc_now
+
+
+class Notification(BaseModel):
+    """Everything a reviewer needs to act: what waits, where, what may be decided, by when."""
+
+    model_config = ConfigDict(frozen=True)
+
+    notification_id: str
+    """``<execution_id>:<suspension_id>:<channel>``: the same on every redelivery (receivers
+    deduplicate on it; it is the webhook's ``webhook-id``)."""
+    type: str = "review.requested"
+    project_id: str
+    workspace_id: str
+    execution_id: str
+    agent: str
+    suspension_id: int
+    suspend_context: dict[str, Any] = Field(default_factory=dict)
+    allowed_decisions: list[str] | None = None
+    """One decision for the whole suspension (Atlas form), or None when each action has its
+    own (``actions``)."""
+    actions: list[dict[str, Any]] = Field(default_factory=list)
+    """LangChain middleware suspensions: each pending tool call (name, args, description,
+    allowed decisions)."""
+    deadline: AwareDatetime | None = None
+    review_url: str
+    """The Pending Reviews page opened on this execution."""
+    created_at: AwareDatetime = Field(default_factory=utc_now)
+
+
+class DeliveryStatus(StrEnum):
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    DEAD = "dead"
+    """Gave up after the last attempt; kept with the reason, listed by the API."""
+
+
+class Delivery(BaseModel):
+    """One notification on one channel, and how delivering it went."""
+
+    model_config = ConfigDict(frozen=True)
+
+    delivery_id: str
+    """Equal to the notification's id: one delivery per (execution, suspension, channel)."""
+    project_id: str
+    channel: str
+    notification: Notification
+    status: DeliveryStatus = DeliveryStatus.PENDING
+    attempts: int = 0
+    """Attempts made so far."""
+    next_attempt_at: AwareDatetime
+    last_error: str | None = None
+    updated_at: AwareDatetime = Field(default_factory=utc_now)
+
+
+class DeliveryFailed(Exception):
+    """A channel could not deliver. ``retryable`` False: trying again cannot help (a 4xx other
+    than 408/429, a malformed address), so the delivery goes dead at once."""
+
+    def __init__(self, reason: str, *, retryable: bool = True) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retryable = retryable
