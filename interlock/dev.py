@@ -28,6 +28,7 @@ from interlock.supervisor import try_it_text
 from services.gateway.app import GatewaySettings, create_app
 from services.notifier.app import NotifierSettings
 from services.notifier.app import register as register_notifier
+from services.orchestrator.app import OrchestratorSettings
 from services.orchestrator.app import register as register_orchestrator
 from services.sandbox.app import SandboxSettings, publish_agent_versions
 from services.sandbox.app import register as register_sandbox
@@ -42,7 +43,7 @@ DEV_API_KEY = "ilk_00000000000000de_development-key-not-for-production-use-000"
 """The well-known owner key of project ``demo`` (the gateway refuses it outside development)."""
 
 
-class DevSettings(GatewaySettings, SandboxSettings, NotifierSettings):
+class DevSettings(GatewaySettings, SandboxSettings, NotifierSettings, OrchestratorSettings):
     """Every service's settings in one (``INTERLOCK_*`` as usual), plus where dev data lives."""
 
     data_dir: Path = Path(".interlock/dev")
@@ -96,7 +97,7 @@ async def serve(settings: DevSettings) -> None:
     wiring_of = embedded if settings.embedded else on_infrastructure
     async with wiring_of(settings) as wiring:
         await wiring.store.ensure_indexes()
-        register_orchestrator(wiring.bus, settings, wiring.store, wiring.publisher)
+        _, sweeper = register_orchestrator(wiring.bus, settings, wiring.store, wiring.publisher)
         _, graphs = register_sandbox(
             wiring.bus, settings, wiring.store, wiring.publisher, wiring.checkpointer
         )
@@ -109,17 +110,17 @@ async def serve(settings: DevSettings) -> None:
             announcement=try_it_text(base_url, settings.dev_api_key),
         )
         await wiring.bus.start()
-        dispatching = None
+        loops = [asyncio.create_task(sweeper.run_forever(settings.deadline_poll_seconds))]
         if dispatcher is not None:
             poll = settings.notification_poll_seconds
-            dispatching = asyncio.create_task(dispatcher.run_forever(poll))
+            loops.append(asyncio.create_task(dispatcher.run_forever(poll)))
         try:
             await server.serve()
         finally:
-            if dispatching is not None:
-                dispatching.cancel()
+            for loop in loops:
+                loop.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
-                    await dispatching
+                    await loop
             with contextlib.suppress(Exception):
                 await wiring.bus.stop()
 

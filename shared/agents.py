@@ -24,6 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from shared.domain.deadlines import DeadlineRules
 from shared.errors import InterlockError
 from shared.events import Identifier
 from shared.policy import AgentPolicy, PolicyError, parse_policy
@@ -68,6 +69,8 @@ class AgentSpec(BaseModel):
     """The review policy from ``[agents.NAME.policy]`` / ``.tiers``; None: the factory alone
     decides which calls pause."""
     review: ReviewRules = Field(default_factory=ReviewRules)
+    deadlines: DeadlineRules = Field(default_factory=DeadlineRules)
+    """``[agents.NAME.deadlines]``: remind, escalate, expire (48 h and cancel by default)."""
 
 
 class AgentRegistry:

@@ -41,6 +41,7 @@ from shared.events import (
     ExecutionStatusChanged,
     ExecutionSuspended,
     MessageDeadLettered,
+    ReviewDeadlineReached,
 )
 from shared.settings import CommonSettings
 from shared.topics import Topics
@@ -296,6 +297,32 @@ def topic_docs(topics: Topics | None = None) -> list[TopicDoc]:
             consumers=(
                 Party("notifier", "Logs the change."),
                 Party(EXTERNAL, "Outside systems may follow executions here."),
+            ),
+        ),
+        TopicDoc(
+            topic=t.deadlines,
+            model=ReviewDeadlineReached,
+            summary="A suspension reached its remind or escalate deadline unreviewed.",
+            description=(
+                "Published by the orchestrator's deadline sweeper, once per suspension and kind "
+                "(`event_id` `<execution_id>:<suspension_id>:<kind>`; a repeat after a crash "
+                "carries the same id). Expiry is not announced here: it is a status change "
+                "(`expired`) or the declared decision taken by the system."
+            ),
+            producers=(
+                Party(
+                    "orchestrator",
+                    "The sweeper publishes it, then records the deadline as fired in the "
+                    "execution's audit trail.",
+                ),
+            ),
+            consumers=(
+                Party(
+                    "notifier",
+                    "Reminds the channels told of the suspension, or tells the `escalate_to` "
+                    "channels; one delivery per (execution, suspension, kind, channel).",
+                ),
+                Party(EXTERNAL, "Outside systems may follow deadlines here."),
             ),
         ),
         TopicDoc(

@@ -54,10 +54,17 @@ class ExecutionStatus(StrEnum):
     ERROR = "error"
     CANCELLED = "cancelled"
     """Stopped by a user; terminal."""
+    EXPIRED = "expired"
+    """Nobody reviewed it before its deadline (``on_expiry = "cancel"``); terminal."""
 
     @property
     def is_terminal(self) -> bool:
-        return self in (ExecutionStatus.COMPLETED, ExecutionStatus.ERROR, ExecutionStatus.CANCELLED)
+        return self in (
+            ExecutionStatus.COMPLETED,
+            ExecutionStatus.ERROR,
+            ExecutionStatus.CANCELLED,
+            ExecutionStatus.EXPIRED,
+        )
 
 
 class EventModel(BaseModel):
@@ -333,6 +340,25 @@ class ExecutionStatusChanged(ExecutionScope):
     reason: str | None = None
 
 
+class ReviewDeadlineReached(ExecutionScope):
+    """A suspension still waits for a review at its remind or escalate deadline: reviewers are
+    reminded, or the escalation channels told. (Expiry is a status: ``expired``, or the declared
+    decision taken by the system.)"""
+
+    type: Literal["review.deadline"] = "review.deadline"
+    version: Literal[1] = 1
+    agent: Identifier
+    suspension_id: int = Field(ge=1)
+    kind: Literal["remind", "escalate"]
+    suspend_context: JsonObject
+    allowed_decisions: list[str]
+    reviews: list[InterruptReview] = Field(default_factory=list)
+    expire_at: AwareDatetime | None = None
+    """When the suspension expires, if it does."""
+    escalate_to: list[str] = Field(default_factory=list)
+    """For ``escalate``: the channels to tell (empty: the ones told of the suspension)."""
+
+
 # --- dead letters -----------------------------------------------------------------------------
 
 
@@ -365,6 +391,7 @@ AnyEvent = (
     | ExecutionSuspended
     | ExecutionReported
     | ExecutionStatusChanged
+    | ReviewDeadlineReached
 )
 
 EVENT_TYPES: dict[tuple[str, int], type[EventModel]] = {
@@ -377,6 +404,7 @@ EVENT_TYPES: dict[tuple[str, int], type[EventModel]] = {
         ExecutionSuspended,
         ExecutionReported,
         ExecutionStatusChanged,
+        ReviewDeadlineReached,
     )
 }
 

@@ -55,6 +55,11 @@ class Topics:
         return self._name("execution.cancel_requested")
 
     @property
+    def deadlines(self) -> str:
+        """Orchestrator -> notifier: a suspension reached its remind or escalate deadline."""
+        return self._name("review.deadline")
+
+    @property
     def dead_letters(self) -> str:
         """Messages that could not be processed, with the reason."""
         return self._name("execution.dead_lettered")
@@ -68,5 +73,6 @@ class Topics:
             self.suspended,
             self.reported,
             self.status,
+            self.deadlines,
             self.dead_letters,
         ]

@@ -17,7 +17,7 @@ from httpx_sse import SSEError, connect_sse
 from interlock.client.config import Config
 
 Json = dict[str, Any]
-TERMINAL = frozenset({"completed", "error", "cancelled"})
+TERMINAL = frozenset({"completed", "error", "cancelled", "expired"})
 """Statuses an execution never leaves: a wait returns at once on any of them."""
 SETTLED = TERMINAL | {"suspended"}
 """Statuses an execution stays in until someone (a reviewer, or nobody) acts."""

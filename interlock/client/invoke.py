@@ -38,6 +38,7 @@ EXIT_CODES = {
     "completed": EXIT_COMPLETED,
     "error": EXIT_ERROR,
     "cancelled": EXIT_ERROR,
+    "expired": EXIT_ERROR,
     "suspended": EXIT_SUSPENDED,
 }
 
@@ -173,6 +174,8 @@ def follow(gateway: Gateway, execution: Json, timeout: float) -> None:
         typer.echo(f"Execution failed: {render.plain(execution.get('error'))}")
     elif status == "cancelled":
         typer.echo("Execution cancelled")
+    elif status == "expired":
+        typer.echo("Execution expired: nobody reviewed it before its deadline")
     else:
         typer.echo(
             f"Still {status} after {timeout:g}s: follow it with"

@@ -20,6 +20,8 @@ from interlock.client.api import Json
 STATUS_STYLE = {
     "completed": "green",
     "error": "red",
+    "cancelled": "red",
+    "expired": "red",
     "suspended": "yellow",
     "pending": "cyan",
     "running": "cyan",

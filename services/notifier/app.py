@@ -23,7 +23,12 @@ from services.notifier.channels import Channel
 from services.notifier.delivery import Clock, Dispatcher
 from services.notifier.wiring import build_channels
 from shared.bus import Bus, EventPublisher, KafkaPublisher, create_broker, route
-from shared.events import ExecutionStatusChanged, ExecutionSuspended, utc_now
+from shared.events import (
+    ExecutionStatusChanged,
+    ExecutionSuspended,
+    ReviewDeadlineReached,
+    utc_now,
+)
 from shared.logging import announce_started, configure_logging
 from shared.notifications.config import ChannelConfig, load_channels
 from shared.notifications.model import Delivery
@@ -61,12 +66,20 @@ class Notifier:
         self._channels = channels
         self._configs = configs
 
+    def _wanting(self, project_id: str, agent: str) -> list[str]:
+        return [name for name, c in self._configs.items() if c.wants(project_id, agent)]
+
+    async def on_deadline(self, event: ReviewDeadlineReached) -> None:
+        """A reminder to the channels told of the suspension; an escalation to the agent's
+        ``escalate_to`` channels (those channels when it names none)."""
+        wanted = self._wanting(event.project_id, event.agent)
+        if event.kind == "escalate" and event.escalate_to:
+            wanted = [name for name in event.escalate_to if name in self._configs]
+        log.info("review.deadline", kind=event.kind, channels=wanted)
+        await self._enqueue(event, wanted)
+
     async def on_suspended(self, event: ExecutionSuspended) -> None:
-        wanted = [
-            name
-            for name, config in self._configs.items()
-            if config.wants(event.project_id, event.agent)
-        ]
+        wanted = self._wanting(event.project_id, event.agent)
         log.info(
             "review.requested",
             agent=event.agent,
@@ -77,10 +90,15 @@ class Notifier:
             suspend_context=event.suspend_context,
             channels=wanted,
         )
+        await self._enqueue(event, wanted)
+
+    async def _enqueue(
+        self, event: ExecutionSuspended | ReviewDeadlineReached, channels: list[str]
+    ) -> None:
         if self._store is None:
             return
         now = self._clock()
-        for channel in wanted:
+        for channel in channels:
             notification = notification_for(event, channel, self._settings.public_url)
             delivery = Delivery(
                 delivery_id=notification.notification_id,
@@ -117,6 +135,15 @@ def register(
         topic=topics.suspended,
         model=ExecutionSuspended,
         handle=notifier.on_suspended,
+    )
+    route(
+        broker,
+        settings,
+        publisher,
+        service=SERVICE,
+        topic=topics.deadlines,
+        model=ReviewDeadlineReached,
+        handle=notifier.on_deadline,
     )
     route(
         broker,

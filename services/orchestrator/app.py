@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Self
 
 from faststream import FastStream
+from pydantic import Field, model_validator
 
+from services.orchestrator.deadlines import DeadlineSweeper
 from services.orchestrator.handlers import Orchestrator
 from shared.agents import load_registry
 from shared.bus import Bus, E, EventPublisher, KafkaPublisher, create_broker, route
@@ -15,6 +22,7 @@ from shared.events import (
     ExecutionReported,
     ExecutionRequested,
     ExecutionSuspended,
+    utc_now,
 )
 from shared.logging import announce_started, configure_logging
 from shared.settings import CommonSettings
@@ -25,19 +33,49 @@ SERVICE = "orchestrator"
 
 
 class OrchestratorSettings(CommonSettings):
-    pass
+    deadline_poll_seconds: float = Field(default=5.0, gt=0, le=3600)
+    """How often each replica looks for suspensions past a deadline."""
+    clock_file: Path | None = None
+    """Tests only: a file holding an ISO 8601 time that replaces the wall clock for deadlines
+    (the wall clock while it is missing). Refused in production."""
+
+    @model_validator(mode="after")
+    def _no_test_clock_in_production(self) -> Self:
+        if self.clock_file is not None and self.environment == "production":
+            raise ValueError("INTERLOCK_CLOCK_FILE is for tests; it is refused in production")
+        return self
+
+
+def clock_of(settings: OrchestratorSettings) -> Callable[[], datetime]:
+    path = settings.clock_file
+    if path is None:
+        return utc_now
+
+    def read() -> datetime:
+        try:
+            return datetime.fromisoformat(path.read_text().strip())
+        except (OSError, ValueError):
+            return utc_now()
+
+    return read
 
 
 def register(
-    broker: Bus, settings: CommonSettings, store: Store, publisher: EventPublisher
-) -> Orchestrator:
-    """Subscribe the orchestrator's handlers on ``broker`` (also used by the embedded mode)."""
+    broker: Bus, settings: OrchestratorSettings, store: Store, publisher: EventPublisher
+) -> tuple[Orchestrator, DeadlineSweeper]:
+    """Subscribe the orchestrator's handlers on ``broker`` (also used by the embedded mode);
+    the composition root runs the returned sweeper."""
     topics = settings.topics
+    clock = clock_of(settings)
     orchestrator = Orchestrator(
         store=store,
         publisher=publisher,
         topics=topics,
         registry=load_registry(settings.agents_file),
+        clock=clock,
+    )
+    sweeper = DeadlineSweeper(
+        store=store, publisher=publisher, topics=topics, orchestrator=orchestrator, clock=clock
     )
 
     def on(topic: str, model: type[E], handle: Callable[[E], Awaitable[None]]) -> None:
@@ -48,7 +86,7 @@ def register(
     on(topics.cancellations, CancelRequested, orchestrator.on_cancel)
     on(topics.suspended, ExecutionSuspended, orchestrator.on_suspended)
     on(topics.reported, ExecutionReported, orchestrator.on_reported)
-    return orchestrator
+    return orchestrator, sweeper
 
 
 def create_app(settings: OrchestratorSettings | None = None) -> FastStream:
@@ -56,15 +94,26 @@ def create_app(settings: OrchestratorSettings | None = None) -> FastStream:
     configure_logging(SERVICE, level=settings.log_level, fmt=settings.log_format)
     broker = create_broker(settings, SERVICE)
     store = MongoStore.connect(settings.mongodb_uri, settings.mongodb_database)
-    register(broker, settings, store, KafkaPublisher(broker))
+    _, sweeper = register(broker, settings, store, KafkaPublisher(broker))
+    running: list[asyncio.Task[None]] = []
 
     async def start() -> None:
         await store.ping()
         await store.ensure_indexes()
 
+    async def start_sweeping() -> None:
+        running.append(asyncio.create_task(sweeper.run_forever(settings.deadline_poll_seconds)))
+
+    async def stop_sweeping() -> None:
+        for task in running:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
     return FastStream(
         broker,
         on_startup=[start],
-        after_startup=[announce_started(SERVICE)],
+        after_startup=[start_sweeping, announce_started(SERVICE)],
+        on_shutdown=[stop_sweeping],
         after_shutdown=[store.close],
     )

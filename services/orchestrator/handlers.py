@@ -10,12 +10,14 @@ downstream by its deterministic event id and epoch.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 
 import structlog
 
 from services.orchestrator import state_machine as sm
 from shared.agents import AgentRegistry
 from shared.bus import EventPublisher, custom_headers
+from shared.domain.deadlines import DeadlineKind
 from shared.domain.decisions import DecisionError, check_agent_version
 from shared.domain.execution import Execution, new_pending_execution
 from shared.errors import ConcurrencyConflict, RejectedMessage
@@ -28,6 +30,7 @@ from shared.events import (
     ExecutionStatusChanged,
     ExecutionSuspended,
     ReportOutcome,
+    utc_now,
 )
 from shared.faults import fault_point
 from shared.store.ports import Claim, Store
@@ -38,14 +41,29 @@ log = structlog.get_logger(__name__)
 MAX_CAS_ATTEMPTS = 8
 
 
+class DeadlineFired(EventModel):
+    """The cause recorded for what a deadline does (never published)."""
+
+    execution_id: str
+    project_id: str
+    workspace_id: str
+
+
 class Orchestrator:
     def __init__(
-        self, *, store: Store, publisher: EventPublisher, topics: Topics, registry: AgentRegistry
+        self,
+        *,
+        store: Store,
+        publisher: EventPublisher,
+        topics: Topics,
+        registry: AgentRegistry,
+        clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self._store = store
         self._publisher = publisher
         self._topics = topics
         self._registry = registry
+        self._clock = clock
 
     # --- inputs ------------------------------------------------------------------------------
 
@@ -107,7 +125,34 @@ class Orchestrator:
 
     async def on_suspended(self, event: ExecutionSuspended) -> None:
         execution = await self._load(event)
-        await self._apply(execution, lambda e: sm.on_suspended(e, event), event)
+        spec = self._registry.get(execution.agent)
+        # Absolute times from now, so a restart or a changed agents file never moves them.
+        deadlines = spec.deadlines.deadlines_from(self._clock()) if spec else None
+        await self._apply(execution, lambda e: sm.on_suspended(e, event, deadlines), event)
+
+    async def on_deadline(self, execution: Execution, kind: DeadlineKind) -> int:
+        """Fire one deadline of the current suspension (the sweeper calls this); 1 if this
+        call fired it, 0 if it had fired already or the suspension moved on."""
+        assert execution.suspension is not None
+        suspension_id = execution.suspension.suspension_id
+        cause = DeadlineFired(
+            event_id=f"{execution.execution_id}:{suspension_id}:{kind.value}",
+            execution_id=execution.execution_id,
+            project_id=execution.project_id,
+            workspace_id=execution.workspace_id,
+        )
+        fired = False
+
+        def fire(current: Execution) -> sm.Outcome:
+            nonlocal fired
+            outcome = sm.on_deadline(current, kind, suspension_id)
+            fired = outcome.changed
+            return outcome
+
+        await self._apply(execution, fire, cause)
+        if fired:
+            log.info("deadline.fired", kind=kind.value, execution_id=execution.execution_id)
+        return int(fired)
 
     async def on_reported(self, event: ExecutionReported) -> None:
         execution = await self._load(event)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from shared.domain.deadlines import CANCEL, DeadlineKind, Deadlines
 from shared.domain.decisions import DecisionError, resolve_decision
 from shared.domain.execution import (
     AuditEntry,
@@ -43,11 +44,12 @@ S = ExecutionStatus
 ALLOWED_TRANSITIONS: dict[ExecutionStatus, frozenset[ExecutionStatus]] = {
     S.PENDING: frozenset({S.RUNNING, S.ERROR, S.CANCELLED}),
     S.RUNNING: frozenset({S.SUSPENDED, S.COMPLETED, S.ERROR, S.CANCELLED}),
-    S.SUSPENDED: frozenset({S.RESUMING, S.CANCELLED}),
+    S.SUSPENDED: frozenset({S.RESUMING, S.CANCELLED, S.EXPIRED}),
     S.RESUMING: frozenset({S.RUNNING, S.ERROR, S.SUSPENDED, S.CANCELLED}),
     S.COMPLETED: frozenset(),
     S.ERROR: frozenset(),
     S.CANCELLED: frozenset(),
+    S.EXPIRED: frozenset(),
 }
 
 ORCHESTRATOR = "orchestrator"
@@ -174,7 +176,9 @@ def on_started(execution: Execution, report: ExecutionReported) -> Outcome:
     return walk.outcome()
 
 
-def on_suspended(execution: Execution, event: ExecutionSuspended) -> Outcome:
+def on_suspended(
+    execution: Execution, event: ExecutionSuspended, deadlines: Deadlines | None = None
+) -> Outcome:
     if event.epoch != execution.epoch:
         return Outcome(execution, ignored=f"stale epoch {event.epoch} (now {execution.epoch})")
     if execution.status not in (S.PENDING, S.RESUMING, S.RUNNING):
@@ -191,6 +195,7 @@ def on_suspended(execution: Execution, event: ExecutionSuspended) -> Outcome:
         agent_fingerprint=event.agent_fingerprint,
         reviews=event.reviews,
         tools=event.tools,
+        deadlines=deadlines,
     )
     walk.to(
         S.SUSPENDED,
@@ -277,6 +282,79 @@ def on_cancel(execution: Execution, event: CancelRequested) -> Outcome:
         parked_decision=None,
     )
     return walk.outcome()
+
+
+DEADLINES = "system:deadlines"
+"""The actor of what deadlines do, in the audit trail."""
+
+
+def on_deadline(execution: Execution, kind: DeadlineKind, suspension_id: int) -> Outcome:
+    """Fire one deadline of the current suspension: remind and escalate are recorded (the
+    sweeper has announced them); expire cancels (``expired``) or takes the declared decision.
+    A deadline of another suspension, or one fired already, changes nothing."""
+    suspension = execution.suspension
+    if execution.status is not S.SUSPENDED or suspension is None:
+        return Outcome(execution, ignored=f"not suspended ({execution.status.value})")
+    if suspension.suspension_id != suspension_id or suspension.deadlines is None:
+        return Outcome(execution, ignored=f"suspension {suspension_id} is not the current one")
+    if kind in suspension.deadlines.fired:
+        return Outcome(execution, ignored=f"{kind.value} already fired")
+    deadlines = suspension.deadlines.with_fired(kind)
+    fired = execution.model_copy(
+        update={"suspension": suspension.model_copy(update={"deadlines": deadlines})}
+    )
+    if kind is not DeadlineKind.EXPIRE:
+        entry = AuditEntry(
+            actor=DEADLINES,
+            action=f"deadline.{kind.value}",
+            reason=f"suspension {suspension_id} still waits for a review",
+        )
+        return Outcome(with_audit(fired, entry))
+    walk = _Walk(fired)
+    if deadlines.on_expiry == CANCEL:
+        walk.to(
+            S.EXPIRED,
+            actor=DEADLINES,
+            reason=f"no review of suspension {suspension_id} before {deadlines.expire_at}",
+            epoch=execution.epoch + 1,
+            suspension=None,
+            parked_decision=None,
+        )
+        return walk.outcome()
+    try:
+        resolution = resolve_decision(
+            fired,
+            decision=deadlines.on_expiry,
+            decisions=None,
+            reviewer_notes="taken by the system: no review before the deadline",
+            interrupt_id=None,
+            suspension_id=suspension_id,
+        )
+    except DecisionError as exc:
+        # The declared default does not fit this suspension (an action review, say): expire.
+        walk.to(
+            S.EXPIRED,
+            actor=DEADLINES,
+            reason=f"no review before the deadline; on_expiry {deadlines.on_expiry!r}: {exc}",
+            epoch=execution.epoch + 1,
+            suspension=None,
+            parked_decision=None,
+        )
+        return walk.outcome()
+    record = Decision(
+        decision_id=expiry_decision_id(execution.execution_id, suspension_id),
+        suspension_id=suspension_id,
+        decision=resolution.summary,
+        reviewer=DEADLINES,
+        reviewer_notes="taken by the system: no review before the deadline",
+        values=resolution.values,
+    )
+    _resume(walk, record, None)
+    return Outcome(walk.execution, walk.transitions, claim=suspension_id)
+
+
+def expiry_decision_id(execution_id: str, suspension_id: int) -> str:
+    return f"{execution_id}:{suspension_id}:expiry"
 
 
 def on_decision(execution: Execution, event: DecisionSubmitted) -> Outcome:

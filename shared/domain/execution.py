@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from shared.domain.deadlines import Deadlines
 from shared.events import (
     ActionDecision,
     AgentInput,
@@ -40,6 +41,8 @@ class Suspension(BaseModel):
     agent_fingerprint: str | None = None
     reviews: list[InterruptReview] = Field(default_factory=list)
     tools: dict[str, ToolRule] = Field(default_factory=dict)
+    deadlines: Deadlines | None = None
+    """When to remind, escalate and expire, as absolute times (shared/domain/deadlines.py)."""
 
 
 class Decision(BaseModel):

@@ -6,21 +6,33 @@ import random
 from datetime import datetime, timedelta
 from typing import Any
 
-from shared.events import ExecutionSuspended
+from shared.events import ExecutionSuspended, ReviewDeadlineReached
 from shared.notifications.model import Delivery, DeliveryStatus, Notification
 
 BACKOFF_BASE = timedelta(seconds=2)
 BACKOFF_CAP = timedelta(minutes=10)
 
 
-def notification_for(event: ExecutionSuspended, channel: str, review_page: str) -> Notification:
+NOTIFICATION_TYPES = {"remind": "review.reminder", "escalate": "review.escalated"}
+
+
+def notification_for(
+    event: ExecutionSuspended | ReviewDeadlineReached, channel: str, review_page: str
+) -> Notification:
+    """A suspension's review request, or its reminder or escalation (``review.deadline``)."""
     actions: list[dict[str, Any]] = [
         action.model_dump(mode="json", exclude={"args_schema"})
         for review in event.reviews
         for action in review.actions
     ]
+    suffix, kind, deadline = channel, "review.requested", None
+    if isinstance(event, ReviewDeadlineReached):
+        suffix = f"{event.kind}:{channel}"
+        kind, deadline = NOTIFICATION_TYPES[event.kind], event.expire_at
     return Notification(
-        notification_id=f"{event.execution_id}:{event.suspension_id}:{channel}",
+        notification_id=f"{event.execution_id}:{event.suspension_id}:{suffix}",
+        type=kind,
+        deadline=deadline,
         project_id=event.project_id,
         workspace_id=event.workspace_id,
         execution_id=event.execution_id,

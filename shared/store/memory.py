@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from shared.domain.execution import Execution, ExecutionStatus
 from shared.store.agent_versions import InMemoryAgentVersions
 from shared.store.api_keys import InMemoryApiKeys
@@ -20,6 +22,9 @@ def _sort_key(execution: Execution) -> tuple[str, str]:
 class InMemoryExecutionStore:
     def __init__(self) -> None:
         self._items: dict[str, Execution] = {}
+
+    async def due_deadlines(self, now: datetime, *, limit: int = 100) -> list[Execution]:
+        return await _due(list(self._items.values()), now, limit)
 
     async def create(self, execution: Execution) -> tuple[Execution, bool]:
         existing = self._items.get(execution.execution_id)
@@ -66,6 +71,18 @@ class InMemoryExecutionStore:
         page = matching[:limit]
         more = len(matching) > limit
         return Page(page, encode_cursor(*_sort_key(page[-1])) if more and page else None)
+
+
+async def _due(items: list[Execution], now: datetime, limit: int) -> list[Execution]:
+    due = [(at, e) for e in items if (at := next_deadline(e)) is not None and at <= now]
+    return [e for _, e in sorted(due, key=lambda pair: pair[0])][:limit]
+
+
+def next_deadline(execution: Execution) -> datetime | None:
+    suspension = execution.suspension
+    if execution.status is not ExecutionStatus.SUSPENDED or suspension is None:
+        return None
+    return suspension.deadlines.next_at() if suspension.deadlines else None
 
 
 class InMemoryDecisionClaims:

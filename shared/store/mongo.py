@@ -13,6 +13,7 @@ them), so agent-provided data never becomes document keys.
 from __future__ import annotations
 
 import contextlib
+from datetime import UTC, datetime
 from typing import Any
 
 from pymongo import ASCENDING, DESCENDING, AsyncMongoClient
@@ -26,6 +27,7 @@ from shared.store.api_keys import MongoApiKeys
 from shared.store.approvals import MongoApprovals
 from shared.store.attempts import MongoAttemptLedger
 from shared.store.cursor import decode_cursor, encode_cursor
+from shared.store.memory import next_deadline
 from shared.store.notifications import MongoNotifications
 from shared.store.ports import Claim, Page, StepRecord
 from shared.store.progress import MongoProgressLog
@@ -46,8 +48,19 @@ def _scope_fields(execution: Execution) -> Document:
         "status": execution.status.value,
         "version": execution.version,
         "created_key": execution.created_at.isoformat(),
+        "deadline_key": _deadline_key(execution),
         "body": execution.model_dump_json(),
     }
+
+
+def _deadline_key(execution: Execution) -> str | None:
+    """The next unfired deadline of a suspended execution, as sortable UTC text."""
+    at = next_deadline(execution)
+    return None if at is None else _time_key(at)
+
+
+def _time_key(at: datetime) -> str:
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _version_id(execution_id: str, version: int) -> str:
@@ -95,6 +108,9 @@ class MongoExecutionStore:
                 ("_id", ASCENDING),
             ],
             name="by_scope_status_created",
+        )
+        await self._heads.create_index(
+            [("status", ASCENDING), ("deadline_key", ASCENDING)], name="by_status_deadline"
         )
 
     async def create(self, execution: Execution) -> tuple[Execution, bool]:
@@ -162,6 +178,19 @@ class MongoExecutionStore:
             )
             if check is not None and check["version"] == latest["version"]:
                 return
+
+    async def due_deadlines(self, now: datetime, *, limit: int = 100) -> list[Execution]:
+        found = (
+            self._heads.find(
+                {
+                    "status": ExecutionStatus.SUSPENDED.value,
+                    "deadline_key": {"$lte": _time_key(now)},
+                }
+            )
+            .sort([("deadline_key", ASCENDING)])
+            .limit(limit)
+        )
+        return [_from_document(d) async for d in found]
 
     async def list(
         self,

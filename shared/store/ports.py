@@ -39,6 +39,11 @@ class ExecutionStore(Protocol):
         version numbers; the ``version`` of the argument is ignored."""
         ...
 
+    async def due_deadlines(self, now: datetime, *, limit: int = 100) -> list[Execution]:
+        """Suspended executions, across projects, with an unfired deadline at or before
+        ``now``, earliest first (the deadline sweeper's query)."""
+        ...
+
     async def list(
         self,
         project_id: str,

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from shared.domain.execution import ExecutionStatus
+from shared.domain.deadlines import DeadlineKind, Deadlines
+from shared.domain.execution import Execution, ExecutionStatus
 from shared.domain.versions import AgentVersion
 from shared.store.cursor import InvalidCursor
 from shared.store.ports import Claim, Store
@@ -154,3 +155,43 @@ async def test_concurrent_marks_of_one_new_command_all_succeed(store: Store) -> 
     for round_ in range(5):
         await asyncio.gather(*(store.sent_commands.mark_sent(f"cmd-{round_}") for _ in range(8)))
         assert await store.sent_commands.was_sent(f"cmd-{round_}")
+
+
+async def test_due_deadlines_lists_suspensions_past_their_next_deadline(store: Store) -> None:
+    now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+    def waiting(execution_id: str, deadlines: Deadlines, project: str = "proj-1") -> Execution:
+        base = f.suspended(execution_id)
+        assert base.suspension is not None
+        suspension = base.suspension.model_copy(update={"deadlines": deadlines})
+        return base.model_copy(update={"project_id": project, "suspension": suspension})
+
+    hour = timedelta(hours=1)
+    executions = [
+        waiting("dl-expired", Deadlines(expire_at=now - hour)),
+        waiting("dl-remind", Deadlines(remind_at=now - 2 * hour, expire_at=now + hour)),
+        waiting("dl-future", Deadlines(expire_at=now + hour)),
+        waiting(
+            "dl-fired",
+            Deadlines(remind_at=now - hour, expire_at=now + hour, fired=[DeadlineKind.REMIND]),
+        ),
+        waiting("dl-other-project", Deadlines(escalate_at=now), project="proj-2"),
+        waiting("dl-none", Deadlines(expire_at=None)),
+    ]
+    for execution in executions:
+        await store.executions.create(execution)
+    due = await store.executions.due_deadlines(now)
+    assert [e.execution_id for e in due] == ["dl-remind", "dl-expired", "dl-other-project"]
+    assert [e.execution_id for e in await store.executions.due_deadlines(now, limit=1)] == [
+        "dl-remind"
+    ]
+    # Fired, the remind deadline is no longer due; its expiry still lies ahead.
+    stored = await store.executions.get("proj-1", "dl-remind")
+    assert stored is not None and stored.suspension and stored.suspension.deadlines
+    fired = stored.suspension.deadlines.with_fired(DeadlineKind.REMIND)
+    updated = stored.model_copy(
+        update={"suspension": stored.suspension.model_copy(update={"deadlines": fired})}
+    )
+    assert await store.executions.replace(updated, expected_version=stored.version)
+    due = await store.executions.due_deadlines(now)
+    assert [e.execution_id for e in due] == ["dl-expired", "dl-other-project"]

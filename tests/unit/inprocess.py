@@ -9,6 +9,7 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from services.gateway.intake import Intake, ReviewAnswer
 from services.notifier.app import NotifierSettings
 from services.notifier.app import register as register_notifier
+from services.orchestrator.app import OrchestratorSettings
 from services.orchestrator.app import register as register_orchestrator
+from services.orchestrator.deadlines import DeadlineSweeper
 from services.sandbox.app import SandboxSettings
 from services.sandbox.app import register as register_sandbox
 from shared.agents import load_registry
@@ -41,6 +44,13 @@ class World:
     broker: KafkaBroker
     topics: Topics
     dispatches: list[dict[str, Any]]
+    sweeper: DeadlineSweeper
+    clock_file: Path
+    deadline_events: list[dict[str, Any]]
+
+    def set_clock(self, now: datetime) -> None:
+        """What the orchestrator takes for now (deadlines are computed and fired by it)."""
+        self.clock_file.write_text(now.isoformat())
 
     async def execution(self, execution_id: str) -> Execution:
         found = await self.store.executions.get("p1", execution_id)
@@ -73,7 +83,11 @@ async def in_process_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> A
     broker = create_broker(settings, "in-process")
     publisher = KafkaPublisher(broker)
     store = InMemoryStore()
-    register_orchestrator(broker, settings, store, publisher)
+    clock_file = tmp_path / "clock"
+    orchestrator_settings = OrchestratorSettings(
+        kafka_bootstrap_servers="unused:9092", topic_prefix="mem.", clock_file=clock_file
+    )
+    _, sweeper = register_orchestrator(broker, orchestrator_settings, store, publisher)
     register_sandbox(broker, settings, store, publisher, InMemorySaver())
     notifier_settings = NotifierSettings(kafka_bootstrap_servers="unused:9092", topic_prefix="mem.")
     register_notifier(broker, notifier_settings, publisher)
@@ -85,5 +99,21 @@ async def in_process_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> A
     async def observe(message: KafkaMessage) -> None:
         dispatches.append(json.loads(message.body))
 
+    deadline_events: list[dict[str, Any]] = []
+
+    @broker.subscriber(settings.topics.deadlines, group_id="test-deadline-observer")
+    async def observe_deadlines(message: KafkaMessage) -> None:
+        deadline_events.append(json.loads(message.body))
+
     async with TestKafkaBroker(broker):
-        yield World(intake, store, ledger, broker, settings.topics, dispatches)
+        yield World(
+            intake,
+            store,
+            ledger,
+            broker,
+            settings.topics,
+            dispatches,
+            sweeper,
+            clock_file,
+            deadline_events,
+        )

@@ -68,7 +68,7 @@ def test_header(document: dict[str, Any]) -> None:
 
 def test_one_channel_per_topic(document: dict[str, Any]) -> None:
     topics = Topics().all()
-    assert len(topics) == 8
+    assert len(topics) == 9
     assert list(document["channels"]) == topics
     for topic, channel in document["channels"].items():
         assert channel["address"] == topic
@@ -85,6 +85,7 @@ def test_each_channel_carries_its_event_model(document: dict[str, Any]) -> None:
         "execution.suspended": models["execution.suspended"],
         "execution.reported": models["execution.reported"],
         "execution.status": models["execution.status"],
+        "review.deadline": models["review.deadline"],
         "execution.dead_lettered": MessageDeadLettered,
     }
     for topic, model in expected.items():

@@ -29,6 +29,7 @@ from services.gateway import app as gateway_app
 from services.gateway.app import GatewaySettings, create_app
 from services.notifier.app import NotifierSettings
 from services.notifier.app import register as register_notifier
+from services.orchestrator.app import OrchestratorSettings
 from services.orchestrator.app import register as register_orchestrator
 from services.sandbox.app import SandboxSettings
 from services.sandbox.app import register as register_sandbox
@@ -83,7 +84,7 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cli]:
     broker = create_broker(settings, "in-process")
     publisher = KafkaPublisher(broker)
     store = InMemoryStore()
-    register_orchestrator(broker, settings, store, publisher)
+    register_orchestrator(broker, OrchestratorSettings(**common), store, publisher)
     register_sandbox(broker, settings, store, publisher, InMemorySaver())
     register_notifier(broker, NotifierSettings(**common), publisher)
     # create_app would reconfigure structlog for the whole process: loggers cached under that

@@ -28,6 +28,7 @@ from shared.events import (
     ExecutionSuspended,
     MessageDeadLettered,
     ReportOutcome,
+    ReviewDeadlineReached,
     decode_event,
     encode_event,
 )
@@ -47,6 +48,7 @@ EXPECTED: dict[str, type[BaseModel]] = {
     "execution.reported.v1.failed.json": ExecutionReported,
     "execution.reported.v1.refused.json": ExecutionReported,
     "execution.status.v1.json": ExecutionStatusChanged,
+    "review.deadline.v1.escalate.json": ReviewDeadlineReached,
     "message.dead_lettered.v1.json": MessageDeadLettered,
 }
 

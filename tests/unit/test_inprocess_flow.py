@@ -11,6 +11,7 @@ from faststream.kafka.annotations import KafkaMessage
 
 from agents.ledger import read_all
 from services.gateway.intake import DecisionConflict
+from services.orchestrator.app import OrchestratorSettings
 from services.orchestrator.app import register as register_orchestrator
 from services.sandbox.app import SandboxSettings
 from shared.bus import KafkaPublisher, create_broker
@@ -112,7 +113,10 @@ async def test_a_redelivered_request_does_not_dispatch_again(tmp_path: Path) -> 
     settings = SandboxSettings(kafka_bootstrap_servers="unused:9092", topic_prefix="solo.")
     broker = create_broker(settings, "solo")
     store = InMemoryStore()
-    register_orchestrator(broker, settings, store, KafkaPublisher(broker))
+    orchestrator_settings = OrchestratorSettings(
+        kafka_bootstrap_servers="unused:9092", topic_prefix="solo."
+    )
+    register_orchestrator(broker, orchestrator_settings, store, KafkaPublisher(broker))
     dispatches: list[bytes] = []
 
     @broker.subscriber(settings.topics.dispatched, group_id="observer")

@@ -13,7 +13,7 @@ import pytest
 
 from services.notifier.app import Notifier, NotifierSettings
 from services.notifier.delivery import LOST_CLAIM_AFTER, Dispatcher
-from shared.events import ExecutionSuspended, PendingInterrupt
+from shared.events import ExecutionSuspended, PendingInterrupt, ReviewDeadlineReached
 from shared.notifications.config import WebhookConfig
 from shared.notifications.model import DeliveryFailed, DeliveryStatus, Notification
 from shared.store.memory import InMemoryStore
@@ -194,3 +194,38 @@ async def test_only_the_channels_that_want_the_project_and_agent_get_it(
     await Notifier(settings, store, {}, configs).on_suspended(suspended())
     due = await store.due(datetime.now(UTC) + timedelta(days=1))
     assert sorted(d.channel for d in due) == ["all", "refunds"]
+
+
+def deadline(kind: str, escalate_to: list[str] | None = None) -> ReviewDeadlineReached:
+    return ReviewDeadlineReached(
+        event_id=f"exec-1:1:{kind}",
+        execution_id="exec-1",
+        project_id="demo",
+        workspace_id="default",
+        agent="refund-approval",
+        suspension_id=1,
+        kind=kind,  # type: ignore[arg-type]
+        suspend_context={"claim_id": "CLM-4821"},
+        allowed_decisions=["approve", "reject"],
+        expire_at=datetime(2026, 12, 2, 9, 0, tzinfo=UTC),
+        escalate_to=escalate_to or [],
+    )
+
+
+async def test_reminders_go_where_the_request_went_and_escalations_where_declared(
+    store: NotificationStore,
+) -> None:
+    clock = Clock()
+    ops, team, boss = RecordingChannel("ops"), RecordingChannel("team"), RecordingChannel("boss")
+    handler = notifier(store, "ops", "team", "boss", clock=clock)
+    await handler.on_deadline(deadline("remind"))
+    await handler.on_deadline(deadline("remind"))  # published twice by racing sweepers
+    await handler.on_deadline(deadline("escalate", escalate_to=["boss", "unknown"]))
+    await dispatcher(store, clock, ops, team, boss).run_once()
+    assert [n.notification_id for n in ops.sent] == ["exec-1:1:remind:ops"]
+    assert [n.type for n in team.sent] == ["review.reminder"]
+    assert sorted((n.notification_id, n.type) for n in boss.sent) == [
+        ("exec-1:1:escalate:boss", "review.escalated"),
+        ("exec-1:1:remind:boss", "review.reminder"),
+    ]
+    assert {n.deadline for n in boss.sent} == {datetime(2026, 12, 2, 9, 0, tzinfo=UTC)}

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from shared.domain.execution import Execution, ExecutionStatus
 from shared.store.cursor import decode_cursor, encode_cursor
+from shared.store.memory import next_deadline
 from shared.store.ports import Claim, Page
 from shared.store.sqlite.database import Database
 
@@ -91,6 +94,20 @@ class SqliteExecutionStore:
             (*columns, execution_id, expected_version),
         )
         return changed == 1
+
+    async def due_deadlines(self, now: datetime, *, limit: int = 100) -> list[Execution]:
+        # The dev store holds few suspended executions: read them and pick in Python rather
+        # than keep a deadline column in step with the body.
+        rows = await self._db.fetch_all(
+            "SELECT body FROM executions WHERE status = ?", (ExecutionStatus.SUSPENDED.value,)
+        )
+        due = []
+        for row in rows:
+            execution = Execution.model_validate_json(row["body"])
+            at = next_deadline(execution)
+            if at is not None and at <= now:
+                due.append((at, execution))
+        return [e for _, e in sorted(due, key=lambda pair: pair[0])][:limit]
 
     async def list(
         self,

@@ -21,7 +21,7 @@ import { watchExecution } from "./watch.js";
 
 const $ = (id) => document.getElementById(id);
 const REVIEW_HASH = /^#review=(.+)$/;
-const TERMINAL = new Set(["completed", "error", "cancelled"]);
+const TERMINAL = new Set(["completed", "error", "cancelled", "expired"]);
 
 let onUnauthorized = () => {};
 
@@ -190,6 +190,8 @@ function progress(title, execution) {
     outcome.replaceChildren(el("h3", {}, "Outcome"), el("p", { className: "error" }, `Failed: ${plain(execution.error)}`));
   } else if (execution.status === "cancelled") {
     outcome.replaceChildren(el("h3", {}, "Outcome"), el("p", {}, "Cancelled."));
+  } else if (execution.status === "expired") {
+    outcome.replaceChildren(el("h3", {}, "Outcome"), el("p", {}, "Expired: nobody reviewed it before its deadline."));
   } else {
     outcome.replaceChildren();
   }

@@ -9,7 +9,7 @@ export const RECONNECT_MS = 2000;
 export const LIST_POLL_MS = 2000;
 const REFRESH_DELAY_MS = 100;
 const PROGRESS_EVENTS = new Set(["update", "token"]);
-const TERMINAL = new Set(["completed", "error", "cancelled"]);
+const TERMINAL = new Set(["completed", "error", "cancelled", "expired"]);
 
 /** Poll `fetchOnce(signal)` every `intervalMs`, one request at a time (a slow answer delays the
  * next poll rather than piling requests up); `onValue` gets each answer, `onError` each failure,
