@@ -10,8 +10,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, model_validator
 
+from services.gateway.action_links import install_action_links
 from services.gateway.intake import Intake
 from services.gateway.limits import install_limits
 from services.gateway.notifications import build_notifications_router
@@ -41,6 +42,8 @@ class GatewaySettings(CommonSettings):
     rate_limit_per_second: float = Field(default=20.0, gt=0)
     """Per API key (per client address without one), per gateway process."""
     rate_limit_burst: int = Field(default=40, ge=1)
+    action_link_secret: SecretStr | None = None
+    """Accepts the approve / reject links notifications carry (the notifier's same setting)."""
     stream_poll_seconds: float = Field(default=0.5, gt=0, le=30)
     """How often an open execution stream looks for news (FerretDB has no change streams)."""
     dev_api_key: str | None = None
@@ -113,6 +116,8 @@ def create_app(
     install_stream(app, intake, store_.api_keys, poll_seconds=settings.stream_poll_seconds)
     app.include_router(build_notifications_router(store_.notifications, store_.api_keys))
     install_review_page(app)
+    secret = settings.action_link_secret
+    install_action_links(app, intake, secret.get_secret_value() if secret else None)
 
     @app.get("/healthz", tags=["health"])
     async def healthz() -> dict[str, str]:

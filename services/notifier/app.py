@@ -17,7 +17,7 @@ from pathlib import Path
 
 import structlog
 from faststream import FastStream
-from pydantic import Field
+from pydantic import Field, SecretStr
 
 from services.notifier.channels import Channel
 from services.notifier.delivery import Clock, Dispatcher
@@ -30,8 +30,9 @@ from shared.events import (
     utc_now,
 )
 from shared.logging import announce_started, configure_logging
-from shared.notifications.config import ChannelConfig, load_channels
-from shared.notifications.model import Delivery
+from shared.notifications.action_links import links_for
+from shared.notifications.config import ChannelConfig, ChannelError, load_channels
+from shared.notifications.model import Delivery, Notification
 from shared.notifications.policy import notification_for
 from shared.settings import CommonSettings
 from shared.store.mongo import MongoStore
@@ -49,6 +50,9 @@ class NotifierSettings(CommonSettings):
     """Where reviewers reach the gateway: review links point at its /reviews page."""
     notification_max_attempts: int = Field(default=8, ge=1, le=100)
     notification_poll_seconds: float = Field(default=1.0, gt=0, le=60)
+    action_link_secret: SecretStr | None = None
+    """Signs the approve / reject links of channels with ``action_links = true``; the gateway
+    needs the same value to accept them."""
 
 
 class Notifier:
@@ -99,7 +103,9 @@ class Notifier:
             return
         now = self._clock()
         for channel in channels:
-            notification = notification_for(event, channel, self._settings.public_url)
+            notification = self._with_action_links(
+                notification_for(event, channel, self._settings.public_url), event, channel
+            )
             delivery = Delivery(
                 delivery_id=notification.notification_id,
                 project_id=event.project_id,
@@ -109,6 +115,33 @@ class Notifier:
             )
             # Insert-if-absent: a redelivered event finds its deliveries stored already.
             await self._store.enqueue(delivery)
+
+    def _with_action_links(
+        self,
+        notification: Notification,
+        event: ExecutionSuspended | ReviewDeadlineReached,
+        channel: str,
+    ) -> Notification:
+        config = self._configs.get(channel)
+        secret = self._settings.action_link_secret
+        wants_links = bool(getattr(config, "action_links", False))
+        # One decision per link: a review of several tool calls needs the page.
+        if not wants_links or secret is None or not notification.allowed_decisions:
+            return notification
+        expire_at = event.expire_at if isinstance(event, ReviewDeadlineReached) else None
+        links = links_for(
+            project_id=event.project_id,
+            workspace_id=event.workspace_id,
+            execution_id=event.execution_id,
+            generation=event.suspension_id,
+            decisions=notification.allowed_decisions,
+            channel=channel,
+            expire_at=expire_at,
+            secret=secret.get_secret_value(),
+            base_url=self._settings.public_url,
+            now=self._clock(),
+        )
+        return notification.model_copy(update={"action_links": links})
 
     async def on_status(self, event: ExecutionStatusChanged) -> None:
         log.info("execution.status", status=event.status, sequence=event.sequence)
@@ -123,6 +156,12 @@ def register(
     """Wire the notifier's handlers on ``broker``; returns the dispatcher to run (None without
     a store: suspensions are then only logged)."""
     configs = load_channels(settings.notifications_file)
+    linking = [n for n, c in configs.items() if getattr(c, "action_links", False)]
+    if linking and settings.action_link_secret is None:
+        raise ChannelError(
+            f"channels {', '.join(linking)} ask for action links:"
+            " set INTERLOCK_ACTION_LINK_SECRET (the gateway needs the same value)"
+        )
     channels = build_channels(configs, os.environ)
     notifications = store.notifications if store is not None else None
     notifier = Notifier(settings, notifications, channels, configs)

@@ -64,6 +64,8 @@ class WebhookConfig(_Channel):
 class SlackConfig(_Channel):
     type: Literal["slack"]
     url_env: str
+    action_links: bool = False
+    """Add signed approve / reject links (needs ``INTERLOCK_ACTION_LINK_SECRET``)."""
 
 
 class EmailConfig(_Channel):
@@ -75,6 +77,8 @@ class EmailConfig(_Channel):
     recipients: list[str] = Field(min_length=1)
     username_env: str | None = None
     password_env: str | None = None
+    action_links: bool = False
+    """Add signed approve / reject links (needs ``INTERLOCK_ACTION_LINK_SECRET``)."""
 
 
 ChannelConfig = Annotated[WebhookConfig | SlackConfig | EmailConfig, Field(discriminator="type")]

@@ -39,6 +39,9 @@ class Notification(BaseModel):
     deadline: AwareDatetime | None = None
     review_url: str
     """The Pending Reviews page opened on this execution."""
+    action_links: dict[str, str] = Field(default_factory=dict)
+    """Decision -> a signed, expiring, single-use link that decides (channels configured with
+    ``action_links = true``; see shared/notifications/action_links.py)."""
     created_at: AwareDatetime = Field(default_factory=utc_now)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from email import message_from_bytes
@@ -136,6 +137,7 @@ port = {smtp_port}
 sender = "interlock@example.test"
 recipients = ["reviewers@example.test"]
 projects = ["{PROJECT}"]
+action_links = true
 """
     )
     cluster = Cluster(kafka=kafka_bootstrap, mongodb=mongodb_uri, workdir=tmp_path / "cluster")
@@ -146,8 +148,9 @@ projects = ["{PROJECT}"]
         "TEST_OPS_SECRETS": f"{NEW_SECRET},{OLD_SECRET}",
         "INTERLOCK_NOTIFICATION_MAX_ATTEMPTS": "3",
         "INTERLOCK_NOTIFICATION_POLL_SECONDS": "0.2",
-        "INTERLOCK_PUBLIC_URL": "https://interlock.example.test",
+        "INTERLOCK_ACTION_LINK_SECRET": "e2e-action-link-secret-0123456789",
     }
+    cluster.env["INTERLOCK_PUBLIC_URL"] = cluster.base_url
     cluster.create_topics()
     cluster.start()
     try:
@@ -183,7 +186,7 @@ async def test_a_suspension_is_announced_once_on_every_channel_even_when_redeliv
     data = payload["data"]
     assert data["suspend_context"]["claim_id"] == "CLM-4821"
     assert data["allowed_decisions"] == ["approve", "reject"]
-    expected_link = f"https://interlock.example.test/reviews#review={execution_id}"
+    expected_link = f"{notifying_cluster.base_url}/reviews#review={execution_id}"
     assert data["review_url"] == expected_link
     [mail] = await eventually(
         _value(lambda: list(box.messages)), lambda m: len(m) >= 1, what="the email"
@@ -238,3 +241,28 @@ def _value(get: Any) -> Any:
         return get()
 
     return probe
+
+
+async def test_the_approve_link_in_the_email_decides_once(
+    api: Api, notifying_cluster: Cluster, mailbox: tuple[Mailbox, int]
+) -> None:
+    box, _ = mailbox
+    execution_id = (await api.start_suspended())["execution_id"]
+    [mail] = await eventually(
+        _value(lambda: list(box.messages)), lambda m: len(m) >= 1, what="the email"
+    )
+    parts = {part.get_content_type(): part.get_payload(decode=True) for part in mail.walk()}
+    text = parts["text/plain"].decode()
+    [approve] = re.findall(r"Approve without opening it \(asks to confirm\): (\S+)", text)
+    assert approve.startswith(f"{notifying_cluster.base_url}/act/")
+    assert approve.encode() in parts["text/html"]
+    async with httpx.AsyncClient(timeout=20) as browser:  # no API key: the link is the grant
+        confirm = await browser.get(approve)
+        assert confirm.status_code == 200 and "Confirm: approve" in confirm.text
+        assert (await api.status_of(execution_id))["status"] == "suspended"
+        decided = await browser.post(approve)
+        assert decided.status_code == 200, decided.text
+        done = await api.wait_for(execution_id, "completed")
+        assert done["decisions"][0]["reviewer"] == "link:reviewers"
+        again = await browser.post(approve)
+        assert again.status_code == 409 and "already been decided" in again.text

@@ -305,7 +305,7 @@ def test_the_documented_signature_vector() -> None:
         b'"reason":"Parcel arrived damaged"},"allowed_decisions":["approve","reject"],'
         b'"actions":[],"deadline":"2026-12-01T17:00:00Z","review_url":'
         b'"https://interlock.example.com/reviews?project=p1&execution=3f2a9c1e-7b4d-4c1a-9e2f-'
-        b'5d6c7b8a9f01","created_at":"2026-11-30T09:15:02Z"}}'
+        b'5d6c7b8a9f01","action_links":{},"created_at":"2026-11-30T09:15:02Z"}}'
     )
     documented = Notification(
         notification_id="3f2a9c1e-7b4d-4c1a-9e2f-5d6c7b8a9f01:1:ops-webhook",
@@ -326,8 +326,8 @@ def test_the_documented_signature_vector() -> None:
     new = parse_secret("whsec_aW50ZXJsb2NrLWRvY3MtZXhhbXBsZS1zZWNyZXQtMDI=")
     msg_id = "3f2a9c1e-7b4d-4c1a-9e2f-5d6c7b8a9f01:1:ops-webhook"
     assert signature_header([old, new], msg_id, 1796029000, body) == (
-        "v1,hOkoJ17Y6vlxo4YHjGJe9OMXMoJOoTFQ4OGz1coeKmo= "
-        "v1,e2/W6RjH6qg4jGteLkrYTChVoNqsFtJqNAxFW9bZFEU="
+        "v1,zo9ImMpN2KxwjdGpsFeheDeWqGZ3Y28YnG1oF8e4bhc= "
+        "v1,JJo4X9Urmozwx8gSNEDPojQpQBJIWJM7E70yTU8cOeM="
     )
 
 

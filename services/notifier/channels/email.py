@@ -87,6 +87,12 @@ def html_body(notification: Notification) -> str:
     if deadline:
         parts.append(f"<p><strong>Deadline:</strong> {e(deadline)}</p>")
     parts.append(f'<p><a href="{e(notification.review_url)}">Open review</a></p>')
+    if notification.action_links:
+        links = " · ".join(
+            f'<a href="{e(url)}">{e(decision.capitalize())}</a>'
+            for decision, url in notification.action_links.items()
+        )
+        parts.append(f"<p>Or decide from here (you will be asked to confirm): {links}</p>")
     parts.append("</body></html>")
     return "\n".join(parts)
 

@@ -113,5 +113,8 @@ def plain_text(notification: Notification, limit: int = VALUE_LIMIT) -> str:
     deadline = deadline_line(notification)
     if deadline:
         parts += ["", deadline]
-    parts += ["", f"Open review: {notification.review_url}", ""]
+    parts += ["", f"Open review: {notification.review_url}"]
+    for decision, url in notification.action_links.items():
+        parts.append(f"{decision.capitalize()} without opening it (asks to confirm): {url}")
+    parts.append("")
     return "\n".join(parts)

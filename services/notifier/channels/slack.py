@@ -83,7 +83,16 @@ def message(notification: Notification) -> dict[str, Any]:
                     "url": notification.review_url,
                     "style": "primary",
                     "action_id": "open_review",
-                }
+                },
+                *(
+                    {
+                        "type": "button",
+                        "text": {"type": "plain_text", "text": decision.capitalize()[:75]},
+                        "url": url,
+                        "action_id": f"decide_{index}",
+                    }
+                    for index, (decision, url) in enumerate(notification.action_links.items())
+                ),
             ],
         }
     )
