@@ -13,6 +13,7 @@ import contextlib
 import os
 import socket
 from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 
 import structlog
@@ -22,6 +23,7 @@ from pydantic import Field, SecretStr
 from services.notifier.channels import Channel
 from services.notifier.delivery import Clock, Dispatcher
 from services.notifier.wiring import build_channels
+from shared.agents import AgentRegistry, load_registry
 from shared.bus import Bus, EventPublisher, KafkaPublisher, create_broker, route
 from shared.events import (
     ExecutionStatusChanged,
@@ -63,8 +65,10 @@ class Notifier:
         channels: Mapping[str, Channel],
         configs: Mapping[str, ChannelConfig],
         clock: Clock = utc_now,
+        registry: AgentRegistry | None = None,
     ) -> None:
         self._clock = clock
+        self._registry = registry
         self._settings = settings
         self._store = store
         self._channels = channels
@@ -103,9 +107,10 @@ class Notifier:
             return
         now = self._clock()
         for channel in channels:
-            notification = self._with_action_links(
-                notification_for(event, channel, self._settings.public_url), event, channel
-            )
+            notification = notification_for(event, channel, self._settings.public_url)
+            if isinstance(event, ExecutionSuspended) and notification.deadline is None:
+                notification = notification.model_copy(update={"deadline": self._expiry(event)})
+            notification = self._with_action_links(notification, event, channel)
             delivery = Delivery(
                 delivery_id=notification.notification_id,
                 project_id=event.project_id,
@@ -115,6 +120,14 @@ class Notifier:
             )
             # Insert-if-absent: a redelivered event finds its deliveries stored already.
             await self._store.enqueue(delivery)
+
+    def _expiry(self, event: ExecutionSuspended) -> datetime | None:
+        """When the suspension expires, from the agent's rules (the orchestrator stores the
+        authoritative time a moment later, from its own clock)."""
+        spec = self._registry.get(event.agent) if self._registry else None
+        if spec is None:
+            return None
+        return spec.deadlines.deadlines_from(event.suspended_at).expire_at
 
     def _with_action_links(
         self,
@@ -128,7 +141,7 @@ class Notifier:
         # One decision per link: a review of several tool calls needs the page.
         if not wants_links or secret is None or not notification.allowed_decisions:
             return notification
-        expire_at = event.expire_at if isinstance(event, ReviewDeadlineReached) else None
+        expire_at = notification.deadline
         links = links_for(
             project_id=event.project_id,
             workspace_id=event.workspace_id,
@@ -164,7 +177,8 @@ def register(
         )
     channels = build_channels(configs, os.environ)
     notifications = store.notifications if store is not None else None
-    notifier = Notifier(settings, notifications, channels, configs)
+    registry = load_registry(settings.agents_file)
+    notifier = Notifier(settings, notifications, channels, configs, registry=registry)
     topics = settings.topics
     route(
         broker,

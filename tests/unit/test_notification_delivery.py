@@ -13,6 +13,7 @@ import pytest
 
 from services.notifier.app import Notifier, NotifierSettings
 from services.notifier.delivery import LOST_CLAIM_AFTER, Dispatcher
+from shared.agents import load_registry
 from shared.events import ExecutionSuspended, PendingInterrupt, ReviewDeadlineReached
 from shared.notifications.config import WebhookConfig
 from shared.notifications.model import DeliveryFailed, DeliveryStatus, Notification
@@ -229,3 +230,18 @@ async def test_reminders_go_where_the_request_went_and_escalations_where_declare
         ("exec-1:1:remind:boss", "review.reminder"),
     ]
     assert {n.deadline for n in boss.sent} == {datetime(2026, 12, 2, 9, 0, tzinfo=UTC)}
+
+
+async def test_the_review_request_says_when_it_expires(store: NotificationStore) -> None:
+    clock = Clock()
+    ops = RecordingChannel("ops")
+    settings = NotifierSettings(kafka_bootstrap_servers="unused:9092")
+    configs = {"ops": WebhookConfig(type="webhook", url="x", secrets_env="X")}
+    handler = Notifier(
+        settings, store, {}, configs, clock=clock, registry=load_registry(settings.agents_file)
+    )
+    event = suspended()
+    await handler.on_suspended(event)
+    await dispatcher(store, clock, ops).run_once()
+    # refund-approval expires 48 hours after it suspends (agents/agents.toml).
+    assert ops.sent[0].deadline == event.suspended_at + timedelta(hours=48)
