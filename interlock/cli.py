@@ -126,6 +126,30 @@ def dev(
         asyncio.run(serve(settings))
 
 
+store_app = typer.Typer(no_args_is_help=True, help="The MongoDB store.")
+app.add_typer(store_app, name="store")
+
+
+@store_app.command("init")
+def init_store() -> None:
+    """Create the collections' indexes (idempotent; a Kubernetes init step runs it) and exit."""
+    from shared.settings import CommonSettings
+    from shared.store.mongo import MongoStore
+
+    settings = CommonSettings()
+
+    async def init() -> None:
+        store = MongoStore.connect(settings.mongodb_uri, settings.mongodb_database)
+        try:
+            await store.ping()
+            await store.ensure_indexes()
+        finally:
+            await store.close()
+
+    asyncio.run(init())
+    typer.echo(f"indexes ready in database {settings.mongodb_database}")
+
+
 @topics_app.command("create")
 def create_topics(
     replication_factor: int = typer.Option(1, min=1, help="Replicas per partition."),

@@ -32,6 +32,10 @@ class CommonSettings(BaseSettings):
     agents_file: Path = DEFAULT_AGENTS_FILE
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["auto", "json", "console"] = "auto"
+    health_port: int | None = Field(default=None, ge=0, le=65535)
+    """Consumers (orchestrator, sandbox, notifier): serve ``/healthz`` and ``/readyz`` on this
+    port (Kubernetes probes; the manifests use 8081). None: no health server."""
+    health_host: str = "127.0.0.1"
 
     @property
     def topics(self) -> Topics:

@@ -31,6 +31,7 @@ from shared.events import (
     ReviewDeadlineReached,
     utc_now,
 )
+from shared.health import health_hooks
 from shared.logging import announce_started, configure_logging
 from shared.notifications.action_links import links_for
 from shared.notifications.config import ChannelConfig, ChannelError, load_channels
@@ -242,9 +243,11 @@ def create_app(settings: NotifierSettings | None = None) -> FastStream:
                 await task
         await store.close()
 
+    health_start, health_stop = health_hooks(settings, broker.ping, store.ping)
     return FastStream(
         broker,
-        on_startup=[start],
+        on_startup=[*health_start, start],
         after_startup=[start_dispatching, announce_started(SERVICE)],
         on_shutdown=[stop],
+        after_shutdown=health_stop,
     )

@@ -24,6 +24,7 @@ from shared.events import (
     ExecutionSuspended,
     utc_now,
 )
+from shared.health import health_hooks
 from shared.logging import announce_started, configure_logging
 from shared.settings import CommonSettings
 from shared.store.mongo import MongoStore
@@ -110,10 +111,11 @@ def create_app(settings: OrchestratorSettings | None = None) -> FastStream:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
+    health_start, health_stop = health_hooks(settings, broker.ping, store.ping)
     return FastStream(
         broker,
-        on_startup=[start],
+        on_startup=[*health_start, start],
         after_startup=[start_sweeping, announce_started(SERVICE)],
         on_shutdown=[stop_sweeping],
-        after_shutdown=[store.close],
+        after_shutdown=[store.close, *health_stop],
     )

@@ -20,6 +20,7 @@ from shared.agents import load_registry
 from shared.bus import Bus, EventPublisher, KafkaPublisher, create_broker, route
 from shared.errors import RetryableError
 from shared.events import ExecutionDispatched
+from shared.health import health_hooks
 from shared.logging import announce_started, configure_logging
 from shared.settings import CommonSettings
 from shared.store.mongo import MongoStore
@@ -154,9 +155,10 @@ def create_app(settings: SandboxSettings | None = None) -> FastStream:
         if sync_client is not None:
             sync_client.close()
 
+    health_start, health_stop = health_hooks(settings, broker.ping, store.ping)
     return FastStream(
         broker,
-        on_startup=[start],
+        on_startup=[*health_start, start],
         after_startup=[announce_started(SERVICE)],
-        after_shutdown=[stop],
+        after_shutdown=[stop, *health_stop],
     )

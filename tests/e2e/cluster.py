@@ -51,6 +51,7 @@ class Cluster:
         }
         self.processes: dict[str, list[subprocess.Popen[bytes]]] = {s: [] for s in SERVICES}
         self._log_starts: dict[tuple[str, int], int] = {}
+        self.health_ports: dict[tuple[str, int], int] = {}
         """Where each process's log began at its latest start (logs are appended to)."""
         self.base_url = f"http://127.0.0.1:{self.port}"
 
@@ -78,9 +79,14 @@ class Cluster:
             path = self.workdir / f"{service}-{index}.log"
             self._log_starts[(service, index)] = path.stat().st_size if path.exists() else 0
             log = path.open("ab")
+            # Every consumer serves its health endpoints on a port of its own, as in Kubernetes.
+            health = {}
+            if service != "gateway":
+                self.health_ports[(service, index)] = free_port()
+                health = {"INTERLOCK_HEALTH_PORT": str(self.health_ports[(service, index)])}
             process = subprocess.Popen(
                 [sys.executable, "-m", "interlock.cli", "service", service],
-                env={**self.env, **(env or {})},
+                env={**self.env, **health, **(env or {})},
                 cwd=REPO,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -1,0 +1,108 @@
+"""Health endpoints of the consumer services, for Kubernetes probes (``INTERLOCK_HEALTH_PORT``).
+
+``GET /healthz``: the process and its event loop answer (liveness: a wedged loop fails it).
+``GET /readyz``: the broker and the database answer within a few seconds (readiness: 503 with
+what failed, so a replica cut off from either stops being counted as ready).
+The gateway has its own on its API port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from shared.settings import CommonSettings
+
+Check = Callable[[], Awaitable[None]]
+CHECK_TIMEOUT_SECONDS = 3.0
+
+
+def health_app(checks: Mapping[str, Check]) -> Starlette:
+    async def alive(_: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
+    async def ready(_: Request) -> JSONResponse:
+        failed: dict[str, str] = {}
+        for name, check in checks.items():
+            try:
+                async with asyncio.timeout(CHECK_TIMEOUT_SECONDS):
+                    await check()
+            except Exception as exc:
+                failed[name] = f"{type(exc).__name__}: {exc}"[:300]
+        if failed:
+            return JSONResponse({"status": "unavailable", "failed": failed}, status_code=503)
+        return JSONResponse({"status": "ready"})
+
+    return Starlette(routes=[Route("/healthz", alive), Route("/readyz", ready)])
+
+
+class HealthServer:
+    """The health app on its own port, started and stopped with the service."""
+
+    def __init__(self, host: str, port: int, checks: Mapping[str, Check]) -> None:
+        config = uvicorn.Config(health_app(checks), host=host, port=port, log_config=None)
+        self._server = _SignalFreeServer(config)
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._serve())
+        while not self._server.started:
+            if self._task.done():
+                await self._task  # raises why it could not start (port in use...)
+                return
+            await asyncio.sleep(0.01)
+
+    async def _serve(self) -> None:
+        config = self._server.config
+        try:
+            await self._server.serve()
+        except SystemExit as exc:  # uvicorn exits the process when it cannot bind
+            raise OSError(
+                f"the health server cannot listen on {config.host}:{config.port} (in use?)"
+            ) from exc
+
+    async def stop(self) -> None:
+        self._server.should_exit = True
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+
+class _SignalFreeServer(uvicorn.Server):
+    """uvicorn takes over SIGINT and SIGTERM while it serves; here they belong to the service,
+    which stops this server on its way down."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+async def broker_reachable(ping: Callable[[float], Awaitable[bool]]) -> None:
+    if not await ping(CHECK_TIMEOUT_SECONDS):
+        raise ConnectionError("the Kafka broker did not answer")
+
+
+Hook = Callable[[], Awaitable[None]]
+
+
+def health_hooks(
+    settings: CommonSettings,
+    broker_ping: Callable[[float], Awaitable[bool]],
+    database_ping: Check,
+) -> tuple[list[Hook], list[Hook]]:
+    """Start-up and shut-down hooks of a consumer's health server (none without a port)."""
+    if settings.health_port is None:
+        return [], []
+    server = HealthServer(
+        settings.health_host,
+        settings.health_port,
+        {"kafka": lambda: broker_reachable(broker_ping), "database": database_ping},
+    )
+    return [server.start], [server.stop]

@@ -1,0 +1,64 @@
+"""The consumers' health endpoints: liveness always answers, readiness says what failed."""
+
+from __future__ import annotations
+
+import socket
+
+import httpx
+import pytest
+
+from shared.health import HealthServer, health_app
+
+
+async def ok() -> None:
+    return None
+
+
+async def down() -> None:
+    raise ConnectionError("no route to the broker")
+
+
+async def test_ready_when_every_check_passes_and_says_which_failed_otherwise() -> None:
+    transport = httpx.ASGITransport(app=health_app({"kafka": ok, "database": ok}))
+    async with httpx.AsyncClient(transport=transport, base_url="http://health") as client:
+        assert (await client.get("/healthz")).json() == {"status": "ok"}
+        assert (await client.get("/readyz")).json() == {"status": "ready"}
+    transport = httpx.ASGITransport(app=health_app({"kafka": down, "database": ok}))
+    async with httpx.AsyncClient(transport=transport, base_url="http://health") as client:
+        assert (await client.get("/healthz")).status_code == 200  # alive all the same
+        response = await client.get("/readyz")
+        assert response.status_code == 503
+        assert response.json() == {
+            "status": "unavailable",
+            "failed": {"kafka": "ConnectionError: no route to the broker"},
+        }
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_the_server_serves_on_its_port_and_stops() -> None:
+    port = free_port()
+    server = HealthServer("127.0.0.1", port, {"database": ok})
+    await server.start()
+    try:
+        async with httpx.AsyncClient() as client:
+            response = await client.get(f"http://127.0.0.1:{port}/readyz")
+        assert response.json() == {"status": "ready"}
+    finally:
+        await server.stop()
+    with pytest.raises(httpx.ConnectError):
+        async with httpx.AsyncClient() as client:
+            await client.get(f"http://127.0.0.1:{port}/healthz")
+
+
+async def test_a_port_in_use_fails_the_start() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        server = HealthServer("127.0.0.1", taken.getsockname()[1], {})
+        with pytest.raises(OSError, match="cannot listen"):
+            await server.start()
