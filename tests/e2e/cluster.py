@@ -52,6 +52,8 @@ class Cluster:
         self.processes: dict[str, list[subprocess.Popen[bytes]]] = {s: [] for s in SERVICES}
         self._log_starts: dict[tuple[str, int], int] = {}
         self.health_ports: dict[tuple[str, int], int] = {}
+        self._retired: set[int] = set()
+        """Processes stopped on purpose (``retire``): not a failure, not waited for."""
         """Where each process's log began at its latest start (logs are appended to)."""
         self.base_url = f"http://127.0.0.1:{self.port}"
 
@@ -112,6 +114,13 @@ class Cluster:
                     restarted.append(service)
         return restarted
 
+    def retire(self, service: str, index: int, timeout: float = 60) -> None:
+        """Stop one replica with SIGTERM, as a rolling update or a scale-down does."""
+        process = self.processes[service][index]
+        process.terminate()
+        process.wait(timeout=timeout)
+        self._retired.add(process.pid)
+
     def send_signal(self, service: str, sig: int, index: int = 0) -> None:
         self.processes[service][index].send_signal(sig)
 
@@ -135,7 +144,9 @@ class Cluster:
         for service, processes in self.processes.items():
             if service == "gateway":
                 continue  # answers /readyz instead
-            for index in range(len(processes)):
+            for index, process in enumerate(processes):
+                if process.pid in self._retired:
+                    continue
                 path = self.workdir / f"{service}-{index}.log"
                 with path.open("rb") as log:
                     log.seek(self._log_starts.get((service, index), 0))
@@ -152,7 +163,7 @@ class Cluster:
             while True:
                 for service in SERVICES:
                     for process in self.processes[service]:
-                        if process.poll() is not None:
+                        if process.poll() is not None and process.pid not in self._retired:
                             raise RuntimeError(f"{service} exited early:\n{self.log_tail(service)}")
                 try:
                     gateway_ready = (await client.get("/readyz")).status_code == 200
