@@ -87,6 +87,7 @@ def create_broker(settings: CommonSettings, client_id: str) -> KafkaBroker:
         acks="all",
         enable_idempotence=True,
         request_timeout_ms=15_000,
+        graceful_timeout=settings.graceful_timeout_seconds,
         logger=None,
     )
 

@@ -7,7 +7,9 @@ import socket
 import httpx
 import pytest
 
+from shared.bus import create_broker
 from shared.health import HealthServer, health_app
+from shared.settings import CommonSettings
 
 
 async def ok() -> None:
@@ -62,3 +64,10 @@ async def test_a_port_in_use_fails_the_start() -> None:
         server = HealthServer("127.0.0.1", taken.getsockname()[1], {})
         with pytest.raises(OSError, match="cannot listen"):
             await server.start()
+
+
+def test_the_graceful_timeout_setting_reaches_the_broker() -> None:
+    # How long a stopping consumer lets its message in hand finish (the sandbox's manifest
+    # raises it to 110 s under a 120 s termination grace period).
+    broker = create_broker(CommonSettings(graceful_timeout_seconds=110), "test")
+    assert broker.config.graceful_timeout == 110
