@@ -29,6 +29,7 @@ from faststream.middlewares import AckPolicy
 from pydantic import BaseModel
 from pymongo.errors import PyMongoError
 
+from shared import metrics
 from shared.errors import RejectedMessage, RetryableError
 from shared.events import (
     EventDecodeError,
@@ -153,8 +154,11 @@ class Consumer(Generic[E]):
         handle: Callable[[E], Awaitable[None]],
         publisher: EventPublisher,
         dead_letter_topic: str,
+        topic_label: str | None = None,
     ) -> None:
         self.name = name
+        # The base topic name (no test-run prefix), so series line up across deployments.
+        self._topic_label = topic_label
         self._decode = decode
         self._handle = handle
         self._publisher = publisher
@@ -208,11 +212,13 @@ class Consumer(Generic[E]):
         started: float,
     ) -> None:
         try:
-            await self._handle(event)
+            with metrics.HANDLER_SECONDS.labels(self.name).time():
+                await self._handle(event)
         except RejectedMessage as exc:
             await self._dead_letter(record, body, exc.reason, type(exc).__name__)
             return
         except (RetryableError, PyMongoError, KafkaError, TimeoutError) as exc:
+            self._count(record, "retry")
             log.warning("handler.retry", consumer=self.name, error=repr(exc))
             await asyncio.sleep(RETRY_DELAY_SECONDS)
             raise
@@ -220,6 +226,7 @@ class Consumer(Generic[E]):
             failures = self._failures.get(where, 0) + 1
             self._failures[where] = failures
             if failures < MAX_UNEXPECTED_FAILURES:
+                self._count(record, "failed")
                 log.exception("handler.failed", consumer=self.name, attempt=failures)
                 await asyncio.sleep(RETRY_DELAY_SECONDS)
                 raise
@@ -228,6 +235,7 @@ class Consumer(Generic[E]):
             await self._dead_letter(record, body, reason, type(exc).__name__)
             return
         self._failures.pop(where, None)
+        self._count(record, "ok")
         log.info(
             "event.handled",
             consumer=self.name,
@@ -251,7 +259,13 @@ class Consumer(Generic[E]):
             payload=body.decode(errors="replace"),
         )
         await self._publisher.publish(letter, self._dead_letter_topic, key=key or letter.event_id)
+        metrics.DEAD_LETTERS.labels(self.name).inc()
+        self._count(record, "dead_letter")
         log.warning("event.dead_lettered", consumer=self.name, reason=reason, outcome="dead_letter")
+
+    def _count(self, record: Delivery, outcome: str) -> None:
+        topic = self._topic_label or record.topic
+        metrics.HANDLED_EVENTS.labels(self.name, topic, outcome).inc()
 
 
 class DeliveryHandler(Protocol):
@@ -289,6 +303,7 @@ def route(
         handle=handle,
         publisher=publisher,
         dead_letter_topic=settings.topics.dead_letters,
+        topic_label=topic.removeprefix(settings.topics.prefix),
     )
 
     if not isinstance(broker, KafkaBroker):

@@ -3,6 +3,7 @@
 ``GET /healthz``: the process and its event loop answer (liveness: a wedged loop fails it).
 ``GET /readyz``: the broker and the database answer within a few seconds (readiness: 503 with
 what failed, so a replica cut off from either stops being counted as ready).
+``GET /metrics``: the process's Prometheus metrics (``shared/metrics.py``), for scraping.
 The gateway has its own on its API port.
 """
 
@@ -13,9 +14,10 @@ import contextlib
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 
 import uvicorn
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from shared.settings import CommonSettings
@@ -40,7 +42,13 @@ def health_app(checks: Mapping[str, Check]) -> Starlette:
             return JSONResponse({"status": "unavailable", "failed": failed}, status_code=503)
         return JSONResponse({"status": "ready"})
 
-    return Starlette(routes=[Route("/healthz", alive), Route("/readyz", ready)])
+    return Starlette(
+        routes=[Route("/healthz", alive), Route("/readyz", ready), Route("/metrics", metrics)]
+    )
+
+
+async def metrics(_: Request) -> Response:
+    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
 
 class HealthServer:

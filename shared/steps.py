@@ -33,6 +33,7 @@ from pydantic import TypeAdapter, ValidationError
 from pydantic.errors import PydanticSchemaGenerationError, PydanticUserError
 from pydantic_core import PydanticSerializationError, PydanticSerializationUnexpectedValue
 
+from shared import metrics
 from shared.errors import InterlockError
 from shared.faults import fault_point
 from shared.store.ports import StepRecord, StepStore
@@ -333,7 +334,9 @@ def _record(run: StepRun, key: str, name: str, result: str) -> StepRecord:
 def _hit(run: StepRun, codec: TypeAdapter[Any], key: str) -> tuple[bool, Any]:
     record = run.cache.get(key)
     if record is None:
+        metrics.STEP_CACHE.labels("miss").inc()
         return False, None
+    metrics.STEP_CACHE.labels("hit").inc()
     log.info(
         "step.cached",
         step=record.name,

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import Field, SecretStr, model_validator
 
 from services.gateway.action_links import install_action_links
@@ -127,5 +128,11 @@ def create_app(
     async def readyz() -> dict[str, str]:
         await store_.ping()
         return {"status": "ready"}
+
+    # No API key: Prometheus scrapes it on the cluster network (docs/observability.md), and the
+    # rate limit exempts it (limits.EXEMPT_PATHS) so scrapes are never turned away.
+    @app.get("/metrics", include_in_schema=False)
+    async def metrics() -> Response:
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
     return app

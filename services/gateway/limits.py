@@ -28,8 +28,8 @@ DEFAULT_MAX_JSON_STRING = 100_000
 DEFAULT_RATE_PER_SECOND = 20.0
 DEFAULT_BURST = 40
 MAX_TRACKED_CLIENTS = 10_000
-EXEMPT_PATHS = frozenset({"/healthz", "/readyz"})
-"""Probes must see the process, not a rate limit that a busy client exhausted."""
+EXEMPT_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+"""Probes and Prometheus scrapes must see the process, not a rate limit a busy client exhausted."""
 
 Clock = Callable[[], float]
 

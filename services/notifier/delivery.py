@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 import structlog
 
 from services.notifier.channels import Channel
+from shared import metrics
 from shared.notifications.model import Delivery, DeliveryFailed, DeliveryStatus
 from shared.notifications.policy import after_attempt
 from shared.store.notifications import NotificationStore
@@ -33,6 +34,11 @@ log = structlog.get_logger(__name__)
 
 LOST_CLAIM_AFTER = timedelta(minutes=2)
 BATCH = 20
+_OUTCOME_LABELS = {
+    DeliveryStatus.DELIVERED: "delivered",
+    DeliveryStatus.PENDING: "retry",
+    DeliveryStatus.DEAD: "dead",
+}
 Clock = Callable[[], datetime]
 
 
@@ -94,6 +100,9 @@ class Dispatcher:
             rng=self._rng,
         )
         await self._store.record(outcome)
+        metrics.NOTIFICATION_DELIVERIES.labels(
+            delivery.channel, _OUTCOME_LABELS[outcome.status]
+        ).inc()
         log.info(
             "notification.attempted",
             delivery_id=delivery.delivery_id,

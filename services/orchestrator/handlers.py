@@ -15,6 +15,7 @@ from datetime import datetime
 import structlog
 
 from services.orchestrator import state_machine as sm
+from shared import metrics
 from shared.agents import AgentRegistry
 from shared.bus import EventPublisher, custom_headers
 from shared.domain.deadlines import DeadlineKind
@@ -106,6 +107,11 @@ class Orchestrator:
             ):
                 execution = await self._load(event)
                 continue
+            if outcome.transitions and execution.suspension is not None:
+                # The decision resumed the suspension it answered (a parked one is applied in
+                # on_suspended, moments after its suspension, and is not a reviewer's wait).
+                waited = self._clock() - execution.suspension.suspended_at
+                metrics.REVIEW_WAIT_SECONDS.observe(max(0.0, waited.total_seconds()))
             await self._publish_after(outcome, event)
             return
         raise ConcurrencyConflict(f"execution {event.execution_id} kept changing")
@@ -211,6 +217,10 @@ class Orchestrator:
         execution = outcome.execution
         if outcome.changed:
             fault_point("orchestrator.after_write")
+        # Only a stored outcome gets here with transitions (a redelivery has none), so each
+        # transition is counted once per compare-and-set that made it.
+        for change in outcome.transitions:
+            metrics.TRANSITIONS.labels(change.from_status.value, change.to_status.value).inc()
         if outcome.ignored:
             log.info("event.ignored", why=outcome.ignored, status=execution.status.value)
         for command in sm.follow_ups(execution, causation_id=cause.event_id):

@@ -20,5 +20,8 @@ async def test_every_process_is_alive_and_ready(cluster: Cluster) -> None:
             assert alive.status_code == 200, (service, index)
             ready = await client.get(f"http://127.0.0.1:{port}/readyz")
             assert ready.json() == {"status": "ready"}, (service, index, ready.text)
+            metrics = await client.get(f"http://127.0.0.1:{port}/metrics")
+            assert metrics.status_code == 200, (service, index)
+            assert "interlock_handled_events_total" in metrics.text, (service, index)
         assert (await client.get(f"{cluster.base_url}/healthz")).status_code == 200
         assert (await client.get(f"{cluster.base_url}/readyz")).json() == {"status": "ready"}

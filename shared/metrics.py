@@ -1,0 +1,59 @@
+"""The Prometheus metrics of every service, defined once (``docs/observability.md``).
+
+Module-level on the default registry, as ``prometheus_client`` intends: a metric is a
+process-wide counter, not a client, so it holds no connection and does no I/O at import time.
+Each process exposes what it touched: the gateway on ``GET /metrics``, the consumers on their
+health port (``shared/health.py``). Counters are per process; Prometheus sums the replicas.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram
+
+HANDLED_EVENTS = Counter(
+    "interlock_handled_events_total",
+    "Messages a consumer handled, by outcome (ok, retry, failed, dead_letter).",
+    ["consumer", "topic", "outcome"],
+)
+HANDLER_SECONDS = Histogram(
+    "interlock_handler_seconds",
+    "Time a consumer's domain handler took for one message, whatever its outcome.",
+    ["consumer"],
+)
+DEAD_LETTERS = Counter(
+    "interlock_dead_letters_total",
+    "Messages a consumer sent to the dead-letter topic.",
+    ["consumer"],
+)
+TRANSITIONS = Counter(
+    "interlock_transitions_total",
+    "Status transitions the orchestrator stored (after its compare-and-set succeeded).",
+    ["from_status", "to_status"],
+)
+REVIEW_WAIT_SECONDS = Histogram(
+    "interlock_review_wait_seconds",
+    "Time from a suspension to its decision being applied by the orchestrator.",
+    buckets=(
+        1,
+        10,
+        60,
+        5 * 60,
+        15 * 60,
+        60 * 60,
+        4 * 60 * 60,
+        12 * 60 * 60,
+        24 * 60 * 60,
+        3 * 24 * 60 * 60,
+        7 * 24 * 60 * 60,
+    ),
+)
+STEP_CACHE = Counter(
+    "interlock_step_cache_total",
+    "Durable steps served from the step cache (hit) or run (miss).",
+    ["result"],
+)
+NOTIFICATION_DELIVERIES = Counter(
+    "interlock_notification_deliveries_total",
+    "Notification attempts, by channel and outcome (delivered, retry, dead).",
+    ["channel", "outcome"],
+)

@@ -1,0 +1,175 @@
+"""The Prometheus metrics move where they should, and both exposition endpoints serve them.
+
+The default registry is process-wide, so every assertion compares a value before and after."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import httpx
+import pytest
+from prometheus_client import REGISTRY
+
+from services.gateway import app as gateway_app
+from services.gateway.app import GatewaySettings, create_app
+from services.notifier.app import Notifier, NotifierSettings
+from services.notifier.delivery import Dispatcher
+from shared.bus import KafkaPublisher
+from shared.events import ExecutionSuspended, PendingInterrupt
+from shared.health import health_app
+from shared.notifications.config import WebhookConfig
+from shared.notifications.model import DeliveryFailed, Notification
+from shared.steps import StepRun, run_step, step_run
+from shared.store.memory import InMemoryStepStore, InMemoryStore
+from tests.unit.inprocess import World
+
+ORCHESTRATOR_DECISIONS = "orchestrator:mem.decision.submitted"
+
+
+def sample(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def deltas(*series: tuple[str, dict[str, str]]) -> Callable[[], list[float]]:
+    """Read ``series`` now; the returned function gives how much each moved since."""
+    before = [sample(name, **labels) for name, labels in series]
+
+    def moved() -> list[float]:
+        return [
+            sample(name, **labels) - b for (name, labels), b in zip(series, before, strict=True)
+        ]
+
+    return moved
+
+
+async def test_a_reviewed_execution_moves_transitions_handled_events_and_review_wait(
+    world: World,
+) -> None:
+    moved = deltas(
+        ("interlock_transitions_total", {"from_status": "running", "to_status": "suspended"}),
+        ("interlock_transitions_total", {"from_status": "suspended", "to_status": "resuming"}),
+        ("interlock_transitions_total", {"from_status": "running", "to_status": "completed"}),
+        (
+            "interlock_handled_events_total",
+            {"consumer": ORCHESTRATOR_DECISIONS, "topic": "decision.submitted", "outcome": "ok"},
+        ),
+        ("interlock_handler_seconds_count", {"consumer": ORCHESTRATOR_DECISIONS}),
+        ("interlock_review_wait_seconds_count", {}),
+    )
+    started = await world.invoke("refund-approval", "Refund claim CLM-4821")
+    assert moved()[0] == 1 and moved()[1] == 0 and moved()[5] == 0
+    await world.decide(started.execution_id, "Approve", "ok")
+    assert moved() == [1, 1, 1, 1, 1, 1]
+
+
+async def test_a_rejected_message_counts_as_a_dead_letter(world: World) -> None:
+    consumer = ORCHESTRATOR_DECISIONS
+    moved = deltas(
+        ("interlock_dead_letters_total", {"consumer": consumer}),
+        (
+            "interlock_handled_events_total",
+            {"consumer": consumer, "topic": "decision.submitted", "outcome": "dead_letter"},
+        ),
+    )
+    await world.broker.publish(b"not json", topic=world.topics.decisions, key=b"x")
+    assert moved() == [1, 1]
+
+
+async def test_a_durable_step_counts_one_miss_then_one_hit() -> None:
+    store = InMemoryStepStore()
+    moved = deltas(
+        ("interlock_step_cache_total", {"result": "miss"}),
+        ("interlock_step_cache_total", {"result": "hit"}),
+    )
+
+    async def charge(amount: int) -> str:
+        return f"ch-{amount}"
+
+    for attempt in (1, 2):  # the second attempt is served from the cache
+        run = await StepRun.open(execution_id="exec-m", epoch=1, attempt=attempt, store=store)
+        with step_run(run):
+            assert await run_step("charge", charge, 10, key="order-1") == "ch-10"
+    assert moved() == [1, 1]
+
+
+class FlakyChannel:
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+
+    async def send(self, notification: Notification) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise DeliveryFailed("HTTP 503")
+
+
+async def test_notification_attempts_count_by_channel_and_outcome() -> None:
+    store = InMemoryStore().notifications
+    clock = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+    settings = NotifierSettings(kafka_bootstrap_servers="unused:9092")
+    config = WebhookConfig(type="webhook", url="x", secrets_env="X")
+    notifier = Notifier(settings, store, {}, {"metrics-ops": config}, clock=lambda: clock)
+    await notifier.on_suspended(
+        ExecutionSuspended(
+            execution_id="exec-metrics",
+            project_id="demo",
+            workspace_id="default",
+            agent="refund-approval",
+            epoch=1,
+            suspension_id=1,
+            suspend_context={},
+            allowed_decisions=["approve", "reject"],
+            interrupts=[PendingInterrupt(interrupt_id="i-1", value={})],
+        )
+    )
+    loop = Dispatcher(
+        store,
+        {"metrics-ops": FlakyChannel(failures=1)},
+        clock=lambda: clock,
+        owner="r1",
+        max_attempts=3,
+        rng=random.Random(7),
+    )
+    moved = deltas(
+        ("interlock_notification_deliveries_total", {"channel": "metrics-ops", "outcome": "retry"}),
+        (
+            "interlock_notification_deliveries_total",
+            {"channel": "metrics-ops", "outcome": "delivered"},
+        ),
+    )
+    assert await loop.run_once() == 1
+    clock = clock.replace(hour=13)
+    assert await loop.run_once() == 1
+    assert moved() == [1, 1]
+
+
+async def test_the_gateway_serves_metrics_without_a_key_and_outside_the_rate_limit(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(gateway_app, "configure_logging", lambda *args, **kwargs: None)
+    settings = GatewaySettings(
+        kafka_bootstrap_servers="unused:9092",
+        topic_prefix="mem.",
+        rate_limit_per_second=0.001,
+        rate_limit_burst=1,
+    )
+    app = create_app(settings, store=world.store, publisher=KafkaPublisher(world.broker))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as client:
+        for _ in range(3):  # past the burst of one: scrapes are never limited
+            response = await client.get("/metrics")
+            assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/plain")
+        assert "interlock_transitions_total" in response.text
+        schema = (await client.get("/openapi.json")).json()
+        assert "/metrics" not in schema["paths"]
+
+
+async def test_the_health_app_serves_metrics() -> None:
+    transport = httpx.ASGITransport(app=health_app({}))
+    async with httpx.AsyncClient(transport=transport, base_url="http://health") as client:
+        response = await client.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    assert "interlock_handled_events_total" in response.text
