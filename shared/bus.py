@@ -196,6 +196,7 @@ class Consumer(Generic[E]):
             try:
                 with structlog.contextvars.bound_contextvars(
                     execution_id=event.execution_id,
+                    project_id=getattr(event, "project_id", None),
                     event_id=event.event_id,
                     correlation_id=event.correlation_id,
                 ):
