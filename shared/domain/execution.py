@@ -22,7 +22,7 @@ from shared.events import (
     utc_now,
 )
 
-__all__ = ["AuditEntry", "Decision", "Execution", "ExecutionStatus", "Suspension"]
+__all__ = ["AuditEntry", "Decision", "Execution", "ExecutionStatus", "Suspension", "next_deadline"]
 
 SCHEMA_VERSION = 1
 
@@ -135,3 +135,12 @@ def new_pending_execution(event: ExecutionRequested, fingerprint: str | None) ->
         requested_by=event.requested_by,
         audit=[created],
     )
+
+
+def next_deadline(execution: Execution) -> datetime | None:
+    """When the suspension the execution waits in next has a deadline to fire (None when it
+    does not wait, or has nothing left to fire): what every store's deadline query keys on."""
+    suspension = execution.suspension
+    if execution.status is not ExecutionStatus.SUSPENDED or suspension is None:
+        return None
+    return suspension.deadlines.next_at() if suspension.deadlines else None

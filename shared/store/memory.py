@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from shared.domain.execution import Execution, ExecutionStatus
+from shared.domain.execution import Execution, ExecutionStatus, next_deadline
 from shared.store.agent_versions import InMemoryAgentVersions
 from shared.store.api_keys import InMemoryApiKeys
 from shared.store.approvals import InMemoryApprovals
@@ -76,13 +76,6 @@ class InMemoryExecutionStore:
 async def _due(items: list[Execution], now: datetime, limit: int) -> list[Execution]:
     due = [(at, e) for e in items if (at := next_deadline(e)) is not None and at <= now]
     return [e for _, e in sorted(due, key=lambda pair: pair[0])][:limit]
-
-
-def next_deadline(execution: Execution) -> datetime | None:
-    suspension = execution.suspension
-    if execution.status is not ExecutionStatus.SUSPENDED or suspension is None:
-        return None
-    return suspension.deadlines.next_at() if suspension.deadlines else None
 
 
 class InMemoryDecisionClaims:

@@ -20,14 +20,13 @@ from pymongo import ASCENDING, DESCENDING, AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
-from shared.domain.execution import Execution, ExecutionStatus
+from shared.domain.execution import Execution, ExecutionStatus, next_deadline
 from shared.errors import RetryableError
 from shared.store.agent_versions import MongoAgentVersions
 from shared.store.api_keys import MongoApiKeys
 from shared.store.approvals import MongoApprovals
 from shared.store.attempts import MongoAttemptLedger
 from shared.store.cursor import decode_cursor, encode_cursor
-from shared.store.memory import next_deadline
 from shared.store.notifications import MongoNotifications
 from shared.store.ports import Claim, Page, StepRecord
 from shared.store.progress import MongoProgressLog

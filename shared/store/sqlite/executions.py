@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from shared.domain.execution import Execution, ExecutionStatus
+from shared.domain.execution import Execution, ExecutionStatus, next_deadline
 from shared.store.cursor import decode_cursor, encode_cursor
-from shared.store.memory import next_deadline
 from shared.store.ports import Claim, Page
 from shared.store.sqlite.database import Database
 
