@@ -38,6 +38,7 @@ from shared.logging import configure_logging
 from shared.store.mongo import MongoStore
 from shared.store.ports import Store
 from shared.store.sqlite import SqliteStore
+from shared.tracing import configure_tracing
 
 DEV_API_KEY = "ilk_00000000000000de_development-key-not-for-production-use-000"
 """The well-known owner key of project ``demo`` (the gateway refuses it outside development)."""
@@ -94,6 +95,7 @@ async def on_infrastructure(settings: DevSettings) -> AsyncIterator[Wiring]:
 
 async def serve(settings: DevSettings) -> None:
     configure_logging("interlock-dev", level=settings.log_level, fmt=settings.log_format)
+    configure_tracing("dev")
     wiring_of = embedded if settings.embedded else on_infrastructure
     async with wiring_of(settings) as wiring:
         await wiring.store.ensure_indexes()

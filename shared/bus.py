@@ -29,7 +29,7 @@ from faststream.middlewares import AckPolicy
 from pydantic import BaseModel
 from pymongo.errors import PyMongoError
 
-from shared import metrics
+from shared import metrics, tracing
 from shared.errors import RejectedMessage, RetryableError
 from shared.events import (
     EventDecodeError,
@@ -100,17 +100,16 @@ class KafkaPublisher:
     async def publish(
         self, event: BaseModel, topic: str, *, key: str, headers: dict[str, str] | None = None
     ) -> None:
-        event_type = getattr(event, "type", type(event).__name__)
-        await self._broker.publish(
-            encode_event(event),
-            topic=topic,
-            key=key.encode(),
-            headers={
-                **(headers or {}),
-                "content-type": "application/json",
-                "event-type": str(event_type),
-            },
-        )
+        event_type = str(getattr(event, "type", type(event).__name__))
+        all_headers = {
+            **(headers or {}),
+            "content-type": "application/json",
+            "event-type": event_type,
+        }
+        with tracing.publishing(topic, event_type, key, all_headers):
+            await self._broker.publish(
+                encode_event(event), topic=topic, key=key.encode(), headers=all_headers
+            )
 
 
 async def ensure_topics(settings: CommonSettings, *, replication_factor: int = 1) -> list[str]:
@@ -184,14 +183,25 @@ class Consumer(Generic[E]):
         record = delivery
         where = (record.topic, record.partition, record.offset)
         started = time.perf_counter()
-        with structlog.contextvars.bound_contextvars(
-            topic=record.topic, partition=record.partition, offset=record.offset
+        with (
+            tracing.consuming(
+                delivery.headers,
+                consumer=self.name,
+                topic=record.topic,
+                partition=record.partition,
+                offset=record.offset,
+            ) as span,
+            structlog.contextvars.bound_contextvars(
+                topic=record.topic, partition=record.partition, offset=record.offset
+            ),
         ):
             try:
                 event = self._decode(delivery.body)
             except EventDecodeError as exc:
                 await self._dead_letter(record, delivery.body, str(exc), "EventDecodeError")
                 return
+            span.set_attribute("interlock.execution_id", event.execution_id)
+            span.set_attribute("interlock.event_id", event.event_id)
             token = _custom_headers.set(pick_custom_headers(delivery.headers))
             try:
                 with structlog.contextvars.bound_contextvars(
@@ -248,6 +258,7 @@ class Consumer(Generic[E]):
     async def _dead_letter(
         self, record: Delivery, body: bytes, reason: str, error_type: str
     ) -> None:
+        tracing.mark_failed(f"dead-lettered ({error_type}): {reason}")
         key = record.key
         letter = MessageDeadLettered(
             source_topic=record.topic,

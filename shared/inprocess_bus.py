@@ -20,6 +20,7 @@ import aiosqlite
 import structlog
 from pydantic import BaseModel
 
+from shared import tracing
 from shared.bus import RETRY_DELAY_SECONDS, Delivery, DeliveryHandler
 from shared.events import encode_event
 
@@ -92,13 +93,14 @@ class InProcessBus:
     async def publish(
         self, event: BaseModel, topic: str, *, key: str, headers: dict[str, str] | None = None
     ) -> None:
-        event_type = getattr(event, "type", type(event).__name__)
+        event_type = str(getattr(event, "type", type(event).__name__))
         all_headers = {
             **(headers or {}),
             "content-type": "application/json",
-            "event-type": str(event_type),
+            "event-type": event_type,
         }
-        await self.publish_raw(encode_event(event), topic, key=key, headers=all_headers)
+        with tracing.publishing(topic, event_type, key, all_headers):
+            await self.publish_raw(encode_event(event), topic, key=key, headers=all_headers)
 
     async def publish_raw(
         self, body: bytes, topic: str, *, key: str | None, headers: dict[str, str] | None = None

@@ -12,6 +12,8 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
+from shared import tracing
+
 
 def configure_logging(service: str, *, level: str = "info", fmt: str = "auto") -> None:
     use_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
@@ -20,6 +22,7 @@ def configure_logging(service: str, *, level: str = "info", fmt: str = "auto") -
     )
     shared_processors: list[structlog.typing.Processor] = [
         structlog.contextvars.merge_contextvars,
+        tracing.log_fields,
         structlog.stdlib.add_logger_name,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),

@@ -36,6 +36,7 @@ from pydantic_core import PydanticSerializationError, PydanticSerializationUnexp
 from shared import metrics
 from shared.errors import InterlockError
 from shared.faults import fault_point
+from shared.graph_tracing import step_span
 from shared.store.ports import StepRecord, StepStore
 
 __all__ = [
@@ -378,17 +379,19 @@ async def _run_async(
     # (asyncio.gather) get their ordinals in that order.
     step_key = _key_for(run, name, key)
     codec = _codec(fn, name)
-    found, value = _hit(run, codec, step_key)
-    if found:
-        return value
-    with _running(step_key):
-        result = fn(*args, **_arguments(name, kwargs, step_key, _accepts_key(fn)))
-        if inspect.isawaitable(result):
-            result = await result
-    text, mine = _encode(codec, name, result, run.max_result_bytes)
-    record = _record(run, step_key, name, text)
-    stored = await _on_run_loop(run, lambda: _save(run, record))
-    return _outcome(run, codec, stored, text, mine)
+    with step_span(name, step_key) as span:
+        found, value = _hit(run, codec, step_key)
+        span.set_attribute("interlock.step.cached", found)
+        if found:
+            return value
+        with _running(step_key):
+            result = fn(*args, **_arguments(name, kwargs, step_key, _accepts_key(fn)))
+            if inspect.isawaitable(result):
+                result = await result
+        text, mine = _encode(codec, name, result, run.max_result_bytes)
+        record = _record(run, step_key, name, text)
+        stored = await _on_run_loop(run, lambda: _save(run, record))
+        return _outcome(run, codec, stored, text, mine)
 
 
 def _run_sync(
@@ -410,19 +413,23 @@ def _run_sync(
         raise StepError(f"step {name!r}: the event loop of this step run is not running")
     step_key = _key_for(run, name, key)
     codec = _codec(fn, name)
-    found, value = _hit(run, codec, step_key)
-    if found:
-        return value
-    with _running(step_key):
-        result = fn(*args, **_arguments(name, kwargs, step_key, _accepts_key(fn)))
-    if inspect.isawaitable(result):
-        if inspect.iscoroutine(result):
-            result.close()
-        raise StepError(f"step {name!r} returned an awaitable; async functions need an async step")
-    text, mine = _encode(codec, name, result, run.max_result_bytes)
-    record = _record(run, step_key, name, text)
-    stored = asyncio.run_coroutine_threadsafe(_save(run, record), run.loop).result()
-    return _outcome(run, codec, stored, text, mine)
+    with step_span(name, step_key) as span:
+        found, value = _hit(run, codec, step_key)
+        span.set_attribute("interlock.step.cached", found)
+        if found:
+            return value
+        with _running(step_key):
+            result = fn(*args, **_arguments(name, kwargs, step_key, _accepts_key(fn)))
+        if inspect.isawaitable(result):
+            if inspect.iscoroutine(result):
+                result.close()
+            raise StepError(
+                f"step {name!r} returned an awaitable; async functions need an async step"
+            )
+        text, mine = _encode(codec, name, result, run.max_result_bytes)
+        record = _record(run, step_key, name, text)
+        stored = asyncio.run_coroutine_threadsafe(_save(run, record), run.loop).result()
+        return _outcome(run, codec, stored, text, mine)
 
 
 # --- the agent-facing API ---------------------------------------------------------------------

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Response
+from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import Field, SecretStr, model_validator
 
@@ -28,6 +29,7 @@ from shared.settings import CommonSettings
 from shared.store.api_keys import Role, create_key
 from shared.store.mongo import MongoStore
 from shared.store.ports import Store
+from shared.tracing import configure_tracing
 
 SERVICE = "gateway"
 DEV_PROJECT = "demo"
@@ -69,6 +71,7 @@ def create_app(
 ) -> FastAPI:
     settings = settings or GatewaySettings()
     configure_logging(SERVICE, level=settings.log_level, fmt=settings.log_format)
+    configure_tracing(SERVICE)
     registry = load_registry(settings.agents_file)
     # Whoever creates the store closes it: a store passed in outlives this app.
     owns_store = store is None
@@ -135,4 +138,9 @@ def create_app(
     async def metrics() -> Response:
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
+    # A server span per request (continuing a caller's traceparent); probes and scrapes are
+    # left out, and so are the per-message ASGI spans that would drown a stream's trace.
+    FastAPIInstrumentor.instrument_app(
+        app, excluded_urls="healthz,readyz,metrics", exclude_spans=["receive", "send"]
+    )
     return app

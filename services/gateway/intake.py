@@ -17,6 +17,7 @@ from typing import Any
 import structlog
 from pydantic import BaseModel
 
+from shared import tracing
 from shared.agents import AgentRegistry, ReviewRules
 from shared.bus import EventPublisher
 from shared.domain.decisions import (
@@ -176,7 +177,7 @@ class Intake:
         )
         print_ = fingerprint(agent, agent_input)
         execution, created = await self._store.executions.create(
-            new_pending_execution(event, print_)
+            new_pending_execution(event, print_, tracing.current_carrier())
         )
         if not created and execution.request_fingerprint != print_:
             raise IdempotencyKeyReused(

@@ -23,6 +23,7 @@ from pydantic import Field, SecretStr
 from services.notifier.channels import Channel
 from services.notifier.delivery import Clock, Dispatcher
 from services.notifier.wiring import build_channels
+from shared import tracing
 from shared.agents import AgentRegistry, load_registry
 from shared.bus import Bus, EventPublisher, KafkaPublisher, create_broker, route
 from shared.events import (
@@ -41,6 +42,7 @@ from shared.settings import CommonSettings
 from shared.store.mongo import MongoStore
 from shared.store.notifications import NotificationStore
 from shared.store.ports import Store
+from shared.tracing import configure_tracing
 
 SERVICE = "notifier"
 log = structlog.get_logger(__name__)
@@ -118,6 +120,7 @@ class Notifier:
                 channel=channel,
                 notification=notification,
                 next_attempt_at=now,
+                trace_context=tracing.current_carrier(),
             )
             # Insert-if-absent: a redelivered event finds its deliveries stored already.
             await self._store.enqueue(delivery)
@@ -222,6 +225,7 @@ def register(
 def create_app(settings: NotifierSettings | None = None) -> FastStream:
     settings = settings or NotifierSettings()
     configure_logging(SERVICE, level=settings.log_level, fmt=settings.log_format)
+    configure_tracing(SERVICE)
     broker = create_broker(settings, SERVICE)
     store = MongoStore.connect(settings.mongodb_uri, settings.mongodb_database)
     dispatcher = register(broker, settings, KafkaPublisher(broker), store)

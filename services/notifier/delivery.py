@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 import structlog
 
 from services.notifier.channels import Channel
-from shared import metrics
+from shared import metrics, tracing
 from shared.notifications.model import Delivery, DeliveryFailed, DeliveryStatus
 from shared.notifications.policy import after_attempt
 from shared.store.notifications import NotificationStore
@@ -84,13 +84,25 @@ class Dispatcher:
         channel = self._channels.get(delivery.channel)
         error: str | None = None
         retryable = True
-        if channel is None:
-            error, retryable = f"channel {delivery.channel!r} is not configured any more", False
-        else:
-            try:
-                await channel.send(delivery.notification)
-            except DeliveryFailed as exc:
-                error, retryable = exc.reason, exc.retryable
+        with tracing.span(
+            f"notify {delivery.channel}",
+            parent=tracing.context_of(delivery.trace_context),
+            attributes={
+                "interlock.execution_id": delivery.notification.execution_id,
+                "interlock.notification.channel": delivery.channel,
+                "interlock.notification.attempt": number,
+            },
+        ) as span:
+            if channel is None:
+                error, retryable = f"channel {delivery.channel!r} is not configured any more", False
+            else:
+                try:
+                    await channel.send(delivery.notification)
+                except DeliveryFailed as exc:
+                    error, retryable = exc.reason, exc.retryable
+            if error is not None:
+                tracing.mark_failed(error)
+            span.set_attribute("interlock.notification.retryable", retryable)
         outcome = after_attempt(
             claimed,
             error=error,

@@ -29,6 +29,7 @@ from shared.logging import announce_started, configure_logging
 from shared.settings import CommonSettings
 from shared.store.mongo import MongoStore
 from shared.store.ports import Store
+from shared.tracing import configure_tracing
 
 SERVICE = "orchestrator"
 
@@ -93,6 +94,7 @@ def register(
 def create_app(settings: OrchestratorSettings | None = None) -> FastStream:
     settings = settings or OrchestratorSettings()
     configure_logging(SERVICE, level=settings.log_level, fmt=settings.log_format)
+    configure_tracing(SERVICE)
     broker = create_broker(settings, SERVICE)
     store = MongoStore.connect(settings.mongodb_uri, settings.mongodb_database)
     _, sweeper = register(broker, settings, store, KafkaPublisher(broker))

@@ -15,7 +15,7 @@ from datetime import datetime
 import structlog
 
 from services.orchestrator import state_machine as sm
-from shared import metrics
+from shared import metrics, tracing
 from shared.agents import AgentRegistry
 from shared.bus import EventPublisher, custom_headers
 from shared.domain.deadlines import DeadlineKind
@@ -73,7 +73,8 @@ class Orchestrator:
             raise RejectedMessage(
                 f"unknown agent {event.agent!r}; registered: {', '.join(self._registry.names())}"
             )
-        execution, _ = await self._store.executions.create(new_pending_execution(event, None))
+        first = new_pending_execution(event, None, tracing.current_carrier())
+        execution, _ = await self._store.executions.create(first)
         if (execution.project_id, execution.workspace_id, execution.agent) != (
             event.project_id,
             event.workspace_id,

@@ -25,6 +25,7 @@ from shared.logging import announce_started, configure_logging
 from shared.settings import CommonSettings
 from shared.store.mongo import MongoStore
 from shared.store.ports import Store
+from shared.tracing import configure_tracing
 
 SERVICE = "sandbox"
 log = structlog.get_logger(__name__)
@@ -127,6 +128,7 @@ def _subscribe(
 def create_app(settings: SandboxSettings | None = None) -> FastStream:
     settings = settings or SandboxSettings()
     configure_logging(SERVICE, level=settings.log_level, fmt=settings.log_format)
+    configure_tracing(SERVICE)
     broker = create_broker(settings, SERVICE)
     publisher = KafkaPublisher(broker)
     store = MongoStore.connect(settings.mongodb_uri, settings.mongodb_database)

@@ -8,6 +8,7 @@ import structlog
 
 from services.sandbox.runner import AgentRunner, Completed, Failed, Refused, Suspended
 from services.sandbox.suspension import review_view
+from shared import tracing
 from shared.bus import EventPublisher
 from shared.errors import Fenced, RejectedMessage
 from shared.events import (
@@ -57,7 +58,20 @@ class Sandbox:
         await self._publisher.publish(started, self._topics.reported, key=command.execution_id)
 
         try:
-            outcome, attempt = await self._runner.run(command)
+            # A resume is a trace of its own (it began at the reviewer's request, maybe days
+            # later); its run links back to the trace that created the execution.
+            with tracing.span(
+                f"run {command.agent}",
+                attributes={
+                    "interlock.execution_id": command.execution_id,
+                    "interlock.agent": command.agent,
+                    "interlock.dispatch": command.kind.value,
+                    "interlock.epoch": command.epoch,
+                },
+                links=tracing.link_to(execution.trace_context, "execution.origin"),
+            ) as run_span:
+                outcome, attempt = await self._runner.run(command)
+                run_span.set_attribute("interlock.outcome", type(outcome).__name__)
             fault_point("sandbox.before_report")
             if attempt is not None:
                 await self._runner.ensure_current(attempt)

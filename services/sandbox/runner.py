@@ -29,6 +29,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import StateGraph
 from langgraph.pregel import Pregel
 from langgraph.types import Command, StateSnapshot
+from opentelemetry import context as otel_context
 from pymongo.errors import PyMongoError
 
 from services.sandbox.checkpointer import current_fence
@@ -48,6 +49,7 @@ from shared.events import (
     PendingInterrupt,
     ToolRule,
 )
+from shared.graph_tracing import GraphSpans
 from shared.policy import PolicyError
 from shared.steps import StepRun, step_run
 from shared.store.attempts import AttemptLedger
@@ -208,7 +210,11 @@ class AgentRunner:
         # Custom headers reach the agent in its run config for this segment only; LangGraph does
         # not persist configurable values (a test searches the database to keep it so).
         config: Any = {
-            "configurable": {"thread_id": dispatch.execution_id, "custom_headers": custom_headers()}
+            "configurable": {
+                "thread_id": dispatch.execution_id,
+                "custom_headers": custom_headers(),
+            },
+            "callbacks": [GraphSpans(otel_context.get_current())],
         }
         snapshot = await agent.graph.aget_state(config)
         payload = self._next_input(dispatch, snapshot, agent)

@@ -109,13 +109,20 @@ class Execution(BaseModel):
     audit: list[AuditEntry] = Field(default_factory=list)
     created_at: datetime = Field(default_factory=utc_now)
     updated_at: datetime = Field(default_factory=utc_now)
+    trace_context: dict[str, str] | None = None
+    """The W3C trace context of the request that created the execution: every later run
+    segment (a resume days later has a trace of its own) links back to it."""
 
     @property
     def last_decision(self) -> Decision | None:
         return self.decisions[-1] if self.decisions else None
 
 
-def new_pending_execution(event: ExecutionRequested, fingerprint: str | None) -> Execution:
+def new_pending_execution(
+    event: ExecutionRequested,
+    fingerprint: str | None,
+    trace_context: dict[str, str] | None = None,
+) -> Execution:
     """The first stored form of an execution, from the request that starts it."""
     created = AuditEntry(
         actor=event.requested_by or "producer",
@@ -134,6 +141,7 @@ def new_pending_execution(event: ExecutionRequested, fingerprint: str | None) ->
         request_fingerprint=fingerprint,
         requested_by=event.requested_by,
         audit=[created],
+        trace_context=trace_context,
     )
 
 

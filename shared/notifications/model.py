@@ -68,6 +68,9 @@ class Delivery(BaseModel):
     next_attempt_at: AwareDatetime
     last_error: str | None = None
     updated_at: AwareDatetime = Field(default_factory=utc_now)
+    trace_context: dict[str, str] | None = None
+    """The W3C trace context of the handling that enqueued it: each attempt's span is its
+    child, so a delivery shows in the execution's trace however late it is sent."""
 
 
 class DeliveryFailed(Exception):

@@ -90,7 +90,9 @@ async def in_process_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> A
     _, sweeper = register_orchestrator(broker, orchestrator_settings, store, publisher)
     register_sandbox(broker, settings, store, publisher, InMemorySaver())
     notifier_settings = NotifierSettings(kafka_bootstrap_servers="unused:9092", topic_prefix="mem.")
-    register_notifier(broker, notifier_settings, publisher)
+    # With the store, suspensions are stored as deliveries for the configured channels (none
+    # unless a test points INTERLOCK_NOTIFICATIONS_FILE at some).
+    register_notifier(broker, notifier_settings, publisher, store)
     registry = load_registry(settings.agents_file)
     intake = Intake(store=store, publisher=publisher, topics=settings.topics, registry=registry)
     dispatches: list[dict[str, Any]] = []

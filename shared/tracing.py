@@ -1,0 +1,211 @@
+"""OpenTelemetry traces: one execution is one connected picture across the four services.
+
+- The gateway's HTTP requests are server spans (FastAPI instrumentation, which also continues a
+  caller's ``traceparent``).
+- Every publish is a producer span whose context rides in the message headers (W3C
+  ``traceparent`` / ``tracestate``, the global propagator); every handled message is a consumer
+  span, child of the producer span that sent it (``shared/bus.py``), on Kafka and on the
+  in-process bus alike.
+- The sandbox adds a span per agent run, per graph node and per durable step.
+- The notifier's deliveries are children of the handling that enqueued them: the outbox stores
+  that context with each delivery.
+- A resume (a decision days later) starts a new trace at its HTTP request; its sandbox run is
+  linked to the trace that created the execution, whose context is stored with the execution.
+
+Export is **off by default**: nothing is installed unless the standard variables ask for it
+(``OTEL_TRACES_EXPORTER`` = ``otlp`` and/or ``console``, or an ``OTEL_EXPORTER_OTLP_ENDPOINT``).
+The SDK reads the rest itself (``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``,
+``OTEL_TRACES_SAMPLER``, ``OTEL_EXPORTER_OTLP_*``, ``OTEL_BSP_*``). Off, the API's no-op spans
+still carry an incoming context through, so a caller's trace id reaches every hop's headers.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping, MutableMapping
+from contextlib import contextmanager
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import propagate, trace
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
+
+TRACER_NAME = "interlock"
+EXPORTERS = ("otlp", "console")
+
+Carrier = dict[str, str]
+"""A serialised trace context (``traceparent`` and maybe ``tracestate``): what headers carry
+and what documents store. Its keys have no dots, so FerretDB stores it as it is."""
+
+
+class TracingConfigError(ValueError):
+    pass
+
+
+def tracer() -> trace.Tracer:
+    # Looked up on each use: a provider installed later (tests, start-up) is picked up.
+    return trace.get_tracer(TRACER_NAME)
+
+
+def exporter_names(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The exporters the environment asks for; empty means tracing stays off."""
+    env = os.environ if environ is None else environ
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return []
+    named = env.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    if not named:
+        endpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get(
+            "OTEL_EXPORTER_OTLP_ENDPOINT"
+        )
+        return ["otlp"] if endpoint else []
+    names = [n.strip() for n in named.split(",") if n.strip() and n.strip() != "none"]
+    unknown = [n for n in names if n not in EXPORTERS]
+    if unknown:
+        raise TracingConfigError(
+            f"OTEL_TRACES_EXPORTER={named!r}: unsupported {unknown}; use otlp, console or none"
+        )
+    return names
+
+
+_configured = False
+
+
+def configure_tracing(service: str) -> bool:
+    """Install the SDK's tracer provider when the environment asks for export (once per
+    process: the embedded mode runs four services in one). Returns whether tracing is on."""
+    global _configured
+    names = exporter_names()
+    if not names or _configured:
+        return _configured
+    # Imported here: a process with tracing off never loads the SDK or the exporters.
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+
+    attributes = (
+        {} if os.environ.get("OTEL_SERVICE_NAME") else {SERVICE_NAME: f"interlock-{service}"}
+    )
+    provider = TracerProvider(resource=Resource.create(attributes))
+    for name in names:
+        exporter: SpanExporter
+        if name == "otlp":
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+            exporter = OTLPSpanExporter()
+        else:
+            from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+            # One compact JSON object per line, so span lines can be told from log lines.
+            exporter = ConsoleSpanExporter(
+                service_name=f"interlock-{service}",
+                formatter=lambda span: span.to_json(indent=None) + os.linesep,
+            )
+        provider.add_span_processor(BatchSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    _configured = True
+    return True
+
+
+# --- propagation ------------------------------------------------------------------------------
+
+
+def current_carrier() -> Carrier | None:
+    """The current span's context, serialised; None outside a valid span (tracing off and no
+    caller's context): nothing worth storing."""
+    if not trace.get_current_span().get_span_context().is_valid:
+        return None
+    carrier: Carrier = {}
+    propagate.inject(carrier)
+    return carrier or None
+
+
+def context_of(carrier: Mapping[str, Any] | None) -> otel_context.Context:
+    """The context a carrier (message headers, a stored carrier) holds; an empty one if none."""
+    if not carrier:
+        return otel_context.Context()
+    headers = {str(k).lower(): _text(v) for k, v in carrier.items()}
+    return propagate.extract(headers, context=otel_context.Context())
+
+
+def _text(value: Any) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def link_to(carrier: Mapping[str, Any] | None, relation: str) -> list[Link]:
+    """A link to the span a stored carrier names, unless it is in the current trace already."""
+    linked = trace.get_current_span(context_of(carrier)).get_span_context()
+    if not linked.is_valid:
+        return []
+    current = trace.get_current_span().get_span_context()
+    if current.is_valid and current.trace_id == linked.trace_id:
+        return []
+    return [Link(linked, {"interlock.link": relation})]
+
+
+@contextmanager
+def publishing(topic: str, event_type: str, key: str, headers: dict[str, str]) -> Iterator[None]:
+    """A producer span around one publish; its context is written into ``headers``."""
+    with tracer().start_as_current_span(
+        f"{topic} publish",
+        kind=SpanKind.PRODUCER,
+        attributes={
+            "messaging.system": "kafka",
+            "messaging.operation.type": "send",
+            "messaging.destination.name": topic,
+            "messaging.kafka.message.key": key,
+            "interlock.event_type": event_type,
+        },
+    ):
+        propagate.inject(headers)
+        yield
+
+
+@contextmanager
+def consuming(
+    headers: Mapping[str, Any], *, consumer: str, topic: str, partition: int, offset: int
+) -> Iterator[Span]:
+    """A consumer span for one handled message, child of the producer span that sent it."""
+    with tracer().start_as_current_span(
+        f"{topic} process",
+        context=context_of(headers),
+        kind=SpanKind.CONSUMER,
+        attributes={
+            "messaging.system": "kafka",
+            "messaging.operation.type": "process",
+            "messaging.destination.name": topic,
+            "messaging.destination.partition.id": str(partition),
+            "messaging.kafka.offset": offset,
+            "messaging.consumer.group.name": consumer.split(":", 1)[0],
+            "interlock.consumer": consumer,
+        },
+    ) as current:
+        yield current
+
+
+def mark_failed(description: str) -> None:
+    """Mark the current span as failed (a message dead-lettered is an error of its handling,
+    though no exception leaves the handler)."""
+    trace.get_current_span().set_status(Status(StatusCode.ERROR, description))
+
+
+@contextmanager
+def span(
+    name: str,
+    *,
+    attributes: Mapping[str, Any] | None = None,
+    links: list[Link] | None = None,
+    parent: otel_context.Context | None = None,
+) -> Iterator[Span]:
+    with tracer().start_as_current_span(
+        name, context=parent, attributes=dict(attributes or {}), links=links
+    ) as current:
+        yield current
+
+
+def log_fields(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """structlog processor: the current trace and span ids on every line logged inside a span."""
+    span_context = trace.get_current_span().get_span_context()
+    if span_context.is_valid:
+        event_dict.setdefault("trace_id", format(span_context.trace_id, "032x"))
+        event_dict.setdefault("span_id", format(span_context.span_id, "016x"))
+    return event_dict
