@@ -30,9 +30,11 @@ from services.notifier.app import NotifierSettings
 from services.notifier.app import register as register_notifier
 from services.orchestrator.app import OrchestratorSettings
 from services.orchestrator.app import register as register_orchestrator
+from services.orchestrator.gauges import ExecutionGauges
 from services.sandbox.app import SandboxSettings, publish_agent_versions
 from services.sandbox.app import register as register_sandbox
 from shared.bus import EventPublisher, KafkaPublisher, create_broker, ensure_topics
+from shared.consumer_lag import consumer_lag_of
 from shared.inprocess_bus import InProcessBus
 from shared.logging import configure_logging
 from shared.store.mongo import MongoStore
@@ -112,7 +114,14 @@ async def serve(settings: DevSettings) -> None:
             announcement=try_it_text(base_url, settings.dev_api_key),
         )
         await wiring.bus.start()
-        loops = [asyncio.create_task(sweeper.run_forever(settings.deadline_poll_seconds))]
+        gauges = ExecutionGauges(wiring.store.executions)
+        loops = [
+            asyncio.create_task(sweeper.run_forever(settings.deadline_poll_seconds)),
+            asyncio.create_task(gauges.run_forever(settings.metrics_poll_seconds)),
+        ]
+        if isinstance(wiring.bus, KafkaBroker):  # --kafka: the groups' lag is measurable
+            lag = consumer_lag_of(wiring.bus, settings)
+            loops.append(asyncio.create_task(lag.run_forever(settings.metrics_poll_seconds)))
         if dispatcher is not None:
             poll = settings.notification_poll_seconds
             loops.append(asyncio.create_task(dispatcher.run_forever(poll)))

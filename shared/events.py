@@ -254,6 +254,9 @@ class ResumeInstruction(BaseModel):
     values: dict[str, Any] | None = None
     """What ``interrupt(...)`` returns, per answered interrupt id. Absent in older commands:
     then every listed interrupt gets the Atlas shape."""
+    decided_at: AwareDatetime | None = None
+    """When the gateway accepted the decision: the sandbox measures the decision-to-resume
+    latency from it. Absent in older commands."""
 
     def resume_values(self) -> dict[str, Any]:
         if self.values is not None:

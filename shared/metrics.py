@@ -8,7 +8,7 @@ health port (``shared/health.py``). Counters are per process; Prometheus sums th
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 HANDLED_EVENTS = Counter(
     "interlock_handled_events_total",
@@ -56,4 +56,31 @@ NOTIFICATION_DELIVERIES = Counter(
     "interlock_notification_deliveries_total",
     "Notification attempts, by channel and outcome (delivered, retry, dead).",
     ["channel", "outcome"],
+)
+DECISION_TO_RESUME_SECONDS = Histogram(
+    "interlock_decision_to_resume_seconds",
+    "From a decision accepted by the gateway to the sandbox running the resumed graph.",
+    buckets=(0.005, 0.01, 0.015, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)
+EXECUTIONS = Gauge(
+    "interlock_executions",
+    "Executions across projects by status, counted by the orchestrator every"
+    " INTERLOCK_GAUGE_POLL_SECONDS (each replica reports the same count: aggregate with max).",
+    ["status"],
+)
+PENDING_REVIEWS = Gauge(
+    "interlock_pending_reviews",
+    "Executions suspended and waiting for a reviewer's decision, across projects (as"
+    " interlock_executions; aggregate with max).",
+)
+CONSUMER_LAG = Gauge(
+    "interlock_consumer_lag",
+    "Messages of a partition not yet committed by a consumer group (the end offset minus the"
+    " committed offset), measured by each replica of the group's service: aggregate with max.",
+    ["group", "topic", "partition"],
+)
+DEADLINES_FIRED = Counter(
+    "interlock_deadlines_fired_total",
+    "Review deadlines the orchestrator fired, by kind (remind, escalate, expire).",
+    ["kind"],
 )

@@ -36,6 +36,8 @@ class CommonSettings(BaseSettings):
     """Consumers (orchestrator, sandbox, notifier): serve ``/healthz`` and ``/readyz`` on this
     port (Kubernetes probes; the manifests use 8081). None: no health server."""
     health_host: str = "127.0.0.1"
+    metrics_poll_seconds: float = Field(default=15.0, gt=0, le=3600)
+    """How often the measured gauges (consumer lag, executions by status) are refreshed."""
     graceful_timeout_seconds: float = Field(default=15.0, gt=0, le=3600)
     """On SIGTERM, how long a consumer lets the message in hand finish before it stops (an
     unfinished one is not committed: another replica takes it up). Keep it below the pod's

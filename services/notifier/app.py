@@ -8,8 +8,6 @@ structured log line. Status changes are logged.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 import socket
 from collections.abc import Mapping
@@ -25,7 +23,9 @@ from services.notifier.delivery import Clock, Dispatcher
 from services.notifier.wiring import build_channels
 from shared import tracing
 from shared.agents import AgentRegistry, load_registry
+from shared.background import background_hooks
 from shared.bus import Bus, EventPublisher, KafkaPublisher, create_broker, route
+from shared.consumer_lag import consumer_lag_of
 from shared.events import (
     ExecutionStatusChanged,
     ExecutionSuspended,
@@ -230,28 +230,25 @@ def create_app(settings: NotifierSettings | None = None) -> FastStream:
     store = MongoStore.connect(settings.mongodb_uri, settings.mongodb_database)
     dispatcher = register(broker, settings, KafkaPublisher(broker), store)
     assert dispatcher is not None
-    running: list[asyncio.Task[None]] = []
+    lag = consumer_lag_of(broker, settings)
+    start_loops, stop_loops = background_hooks(
+        lambda: dispatcher.run_forever(settings.notification_poll_seconds),
+        lambda: lag.run_forever(settings.metrics_poll_seconds),
+    )
 
     async def start() -> None:
         await store.ping()
         await store.ensure_indexes()
 
-    async def start_dispatching() -> None:
-        loop = dispatcher.run_forever(settings.notification_poll_seconds)
-        running.append(asyncio.create_task(loop))
-
     async def stop() -> None:
-        for task in running:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_loops()
         await store.close()
 
     health_start, health_stop = health_hooks(settings, broker.ping, store.ping)
     return FastStream(
         broker,
         on_startup=[*health_start, start],
-        after_startup=[start_dispatching, announce_started(SERVICE)],
+        after_startup=[start_loops, announce_started(SERVICE)],
         on_shutdown=[stop],
         after_shutdown=health_stop,
     )

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
@@ -13,9 +11,12 @@ from faststream import FastStream
 from pydantic import Field, model_validator
 
 from services.orchestrator.deadlines import DeadlineSweeper
+from services.orchestrator.gauges import ExecutionGauges
 from services.orchestrator.handlers import Orchestrator
 from shared.agents import load_registry
+from shared.background import background_hooks
 from shared.bus import Bus, E, EventPublisher, KafkaPublisher, create_broker, route
+from shared.consumer_lag import consumer_lag_of
 from shared.events import (
     CancelRequested,
     DecisionSubmitted,
@@ -98,26 +99,23 @@ def create_app(settings: OrchestratorSettings | None = None) -> FastStream:
     broker = create_broker(settings, SERVICE)
     store = MongoStore.connect(settings.mongodb_uri, settings.mongodb_database)
     _, sweeper = register(broker, settings, store, KafkaPublisher(broker))
-    running: list[asyncio.Task[None]] = []
+    gauges = ExecutionGauges(store.executions)
+    lag = consumer_lag_of(broker, settings)
+    start_loops, stop_loops = background_hooks(
+        lambda: sweeper.run_forever(settings.deadline_poll_seconds),
+        lambda: gauges.run_forever(settings.metrics_poll_seconds),
+        lambda: lag.run_forever(settings.metrics_poll_seconds),
+    )
 
     async def start() -> None:
         await store.ping()
         await store.ensure_indexes()
 
-    async def start_sweeping() -> None:
-        running.append(asyncio.create_task(sweeper.run_forever(settings.deadline_poll_seconds)))
-
-    async def stop_sweeping() -> None:
-        for task in running:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
     health_start, health_stop = health_hooks(settings, broker.ping, store.ping)
     return FastStream(
         broker,
         on_startup=[*health_start, start],
-        after_startup=[start_sweeping, announce_started(SERVICE)],
-        on_shutdown=[stop_sweeping],
+        after_startup=[start_loops, announce_started(SERVICE)],
+        on_shutdown=[stop_loops],
         after_shutdown=[store.close, *health_stop],
     )

@@ -158,6 +158,7 @@ class Orchestrator:
 
         await self._apply(execution, fire, cause)
         if fired:
+            metrics.DEADLINES_FIRED.labels(kind.value).inc()
             log.info("deadline.fired", kind=kind.value, execution_id=execution.execution_id)
         return int(fired)
 

@@ -418,6 +418,7 @@ def _decision_record(event: DecisionSubmitted, decision: str, suspension_id: int
         reviewer_notes=event.reviewer_notes,
         reviewer=event.reviewer,
         approvers=event.approvers,
+        decided_at=event.occurred_at,
     )
 
 
@@ -515,6 +516,7 @@ def follow_ups(execution: Execution, *, causation_id: str | None) -> list[Execut
             reviewer=decision.reviewer,
             agent_fingerprint=execution.suspension.agent_fingerprint,
             values=decision.values,
+            decided_at=decision.decided_at,
         )
         return [ExecutionDispatched(kind=DispatchKind.RESUME, resume=resume, **common)]
     return []

@@ -17,7 +17,9 @@ from services.sandbox.checkpointer import GuardedSaver
 from services.sandbox.handlers import Sandbox
 from services.sandbox.runner import AgentRunner, GraphCache
 from shared.agents import load_registry
+from shared.background import background_hooks
 from shared.bus import Bus, EventPublisher, KafkaPublisher, create_broker, route
+from shared.consumer_lag import consumer_lag_of
 from shared.errors import RetryableError
 from shared.events import ExecutionDispatched
 from shared.health import health_hooks
@@ -157,10 +159,15 @@ def create_app(settings: SandboxSettings | None = None) -> FastStream:
         if sync_client is not None:
             sync_client.close()
 
+    lag = consumer_lag_of(broker, settings)
+    start_loops, stop_loops = background_hooks(
+        lambda: lag.run_forever(settings.metrics_poll_seconds)
+    )
     health_start, health_stop = health_hooks(settings, broker.ping, store.ping)
     return FastStream(
         broker,
         on_startup=[*health_start, start],
-        after_startup=[announce_started(SERVICE)],
+        after_startup=[start_loops, announce_started(SERVICE)],
+        on_shutdown=[stop_loops],
         after_shutdown=[stop, *health_stop],
     )

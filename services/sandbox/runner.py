@@ -23,6 +23,7 @@ import asyncio
 import importlib
 import inspect
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -38,6 +39,7 @@ from services.sandbox.jsonable import to_jsonable
 from services.sandbox.progress import STREAM_MODES, ProgressRecorder
 from services.sandbox.reviews import interrupt_reviews, tool_rules
 from services.sandbox.tools import make_tools_durable
+from shared import metrics
 from shared.agents import AgentRegistry, AgentSpec
 from shared.bus import custom_headers
 from shared.domain.versions import AgentVersion
@@ -244,6 +246,12 @@ class AgentRunner:
             epoch=dispatch.epoch,
             attempt=attempt.number,
         )
+        resume = dispatch.resume
+        if isinstance(payload, Command) and resume is not None and resume.decided_at is not None:
+            # The graph resumes now: what a reviewer waits for after deciding (clocks of two
+            # hosts, so a small skew shows; it is never negative here).
+            waited = (datetime.now(UTC) - resume.decided_at).total_seconds()
+            metrics.DECISION_TO_RESUME_SECONDS.observe(max(0.0, waited))
         token = current_fence.set(fence)
         try:
             with step_run(steps):

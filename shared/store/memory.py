@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime
 
 from shared.domain.execution import Execution, ExecutionStatus, next_deadline
@@ -25,6 +26,9 @@ class InMemoryExecutionStore:
 
     async def due_deadlines(self, now: datetime, *, limit: int = 100) -> list[Execution]:
         return await _due(list(self._items.values()), now, limit)
+
+    async def count_by_status(self) -> dict[ExecutionStatus, int]:
+        return dict(Counter(e.status for e in self._items.values()))
 
     async def create(self, execution: Execution) -> tuple[Execution, bool]:
         existing = self._items.get(execution.execution_id)

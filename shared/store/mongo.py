@@ -72,7 +72,8 @@ def _from_document(document: Document) -> Execution:
 
 
 KEPT_VERSIONS = 3
-"""Older versions are pruned; the audit trail inside each version keeps the full history."""
+"""Older versions are pruned (but version 1); the audit trail inside each version keeps the full
+history."""
 HEAD_REFRESH_ATTEMPTS = 5
 
 
@@ -146,10 +147,13 @@ class MongoExecutionStore:
         except DuplicateKeyError:
             return False
         await self._refresh_head(successor.execution_id)
+        # Version 1 is never pruned: its ``_id`` is what makes ``create`` insert-if-absent. Once
+        # it was gone, a repeated request (a redelivery, an invoke retried with its idempotency
+        # key, another project's event naming this id) created a second lineage of the id.
         await self._versions.delete_many(
             {
                 "execution_id": successor.execution_id,
-                "version": {"$lte": successor.version - KEPT_VERSIONS},
+                "version": {"$gt": 1, "$lte": successor.version - KEPT_VERSIONS},
             }
         )
         return True
@@ -190,6 +194,12 @@ class MongoExecutionStore:
             .limit(limit)
         )
         return [_from_document(d) async for d in found]
+
+    async def count_by_status(self) -> dict[ExecutionStatus, int]:
+        grouped = await self._heads.aggregate(
+            [{"$group": {"_id": "$status", "count": {"$sum": 1}}}]
+        )
+        return {ExecutionStatus(d["_id"]): int(d["count"]) async for d in grouped}
 
     async def list(
         self,

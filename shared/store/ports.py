@@ -44,6 +44,11 @@ class ExecutionStore(Protocol):
         ``now``, earliest first (the deadline sweeper's query)."""
         ...
 
+    async def count_by_status(self) -> dict[ExecutionStatus, int]:
+        """How many executions, across projects, are in each status (statuses with none are
+        left out): the executions and pending-reviews gauges' query."""
+        ...
+
     async def list(
         self,
         project_id: str,

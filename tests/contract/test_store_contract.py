@@ -157,6 +157,22 @@ async def test_concurrent_marks_of_one_new_command_all_succeed(store: Store) -> 
         assert await store.sent_commands.was_sent(f"cmd-{round_}")
 
 
+async def test_count_by_status_counts_the_latest_version_across_projects(store: Store) -> None:
+    assert await store.executions.count_by_status() == {}
+    await store.executions.create(f.pending("count-a"))
+    await store.executions.create(f.suspended("count-b"))
+    other = f.suspended("count-c").model_copy(update={"project_id": "proj-2"})
+    await store.executions.create(other)
+    pending = await store.executions.get("proj-1", "count-a")
+    assert pending is not None
+    running = pending.model_copy(update={"status": ExecutionStatus.RUNNING})
+    assert await store.executions.replace(running, expected_version=pending.version)
+    assert await store.executions.count_by_status() == {
+        ExecutionStatus.RUNNING: 1,
+        ExecutionStatus.SUSPENDED: 2,
+    }
+
+
 async def test_due_deadlines_lists_suspensions_past_their_next_deadline(store: Store) -> None:
     now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

@@ -14,7 +14,11 @@ from shared import metrics
 from tests.deploy.manifests import REPO
 
 OBSERVABILITY = REPO / "deploy" / "observability"
-SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count")}
+SUFFIXES = {
+    "counter": ("_total",),
+    "histogram": ("_bucket", "_sum", "_count"),
+    "gauge": ("",),
+}
 
 
 def defined_series() -> set[str]:
@@ -46,7 +50,14 @@ def test_every_dashboard_panel_queries_defined_metrics() -> None:
 def test_every_alert_queries_defined_metrics() -> None:
     rules = yaml.safe_load((OBSERVABILITY / "alerts.yaml").read_text())
     alerts = [rule for group in rules["groups"] for rule in group["rules"]]
-    assert {"InterlockDeadLetters", "InterlockReviewsExpiring"} <= {a["alert"] for a in alerts}
+    # What an operator is paged for: stuck executions, lag, dead-letter growth, late reviews.
+    assert {
+        "InterlockStuckExecutions",
+        "InterlockConsumerLag",
+        "InterlockDeadLetters",
+        "InterlockReviewsPastDeadline",
+        "InterlockReviewsExpiring",
+    } <= {a["alert"] for a in alerts}
     known = defined_series()
     for alert in alerts:
         assert referenced(alert["expr"]), alert["alert"]

@@ -48,6 +48,8 @@ class Cluster:
             # Tests poll and race on purpose; the rate limit has a test of its own.
             "INTERLOCK_RATE_LIMIT_PER_SECOND": "1000",
             "INTERLOCK_RATE_LIMIT_BURST": "2000",
+            # Gauges measured every second, so a test sees them move within moments.
+            "INTERLOCK_METRICS_POLL_SECONDS": "1",
         }
         self.processes: dict[str, list[subprocess.Popen[bytes]]] = {s: [] for s in SERVICES}
         self._log_starts: dict[tuple[str, int], int] = {}

@@ -76,18 +76,25 @@ async def test_one_trace_crosses_every_process_and_the_resume_links_back(
             async def read() -> list[dict[str, Any]]:
                 return await asyncio.to_thread(exported_spans, traced)
 
+            def complete(spans: list[dict[str, Any]]) -> bool:
+                # Each process exports in its own batches: wait until the notifier's part has
+                # arrived and every parent named by a span of the trace has too.
+                roots = named(spans, route)
+                if len(roots) != 1:
+                    return False
+                trace = in_trace(spans, roots[0]["context"]["trace_id"])
+                ids = {s["context"]["span_id"] for s in trace}
+                return all(not s["parent_id"] or s["parent_id"] in ids for s in trace) and any(
+                    s["name"] == f"{prefix}execution.suspended process"
+                    and s["process"].startswith("notifier")
+                    for s in trace
+                )
+
             return eventually(
                 read,
-                lambda spans: (
-                    any(s["name"] == route for s in spans)
-                    and any(
-                        s["name"] == f"{prefix}execution.suspended process"
-                        and s["process"].startswith("notifier")
-                        for s in spans
-                    )
-                ),
+                complete,
                 timeout=30,
-                what="the processes to export the first segment's spans",
+                what="the processes to export the first segment's whole trace",
             )
 
         invoke_route = "POST /api/v1/projects/{project_id}/workspaces/{workspace_id}/invoke"
@@ -121,7 +128,10 @@ async def test_one_trace_crosses_every_process_and_the_resume_links_back(
 
         spans = await eventually(
             read_all,
-            lambda spans: len(named(spans, "run refund-approval")) == 2,
+            lambda spans: (
+                len(named(spans, "run refund-approval")) == 2
+                and len(named(spans, "node issue_refund")) == 1
+            ),
             timeout=30,
             what="the resumed run's span",
         )

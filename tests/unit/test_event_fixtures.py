@@ -119,6 +119,13 @@ def test_dispatch_fixtures_carry_the_input_or_the_decision() -> None:
     assert start.input is not None and start.input.as_messages()[0].role == "user"
     assert resume.kind is DispatchKind.RESUME and resume.input is None
     assert resume.resume is not None
+    assert resume.resume.decided_at is not None
+    # Commands published before decided_at existed still decode (it is optional).
+    older = json.loads(_raw("execution.dispatched.v1.resume.json"))
+    del older["resume"]["decided_at"]
+    decoded = decode_event(json.dumps(older).encode(), (ExecutionDispatched,))
+    assert isinstance(decoded, ExecutionDispatched) and decoded.resume is not None
+    assert decoded.resume.decided_at is None
     # What interrupt(...) returns inside the agent, per interrupt: the flat decision shape.
     [interrupt_id] = resume.resume.interrupt_ids
     assert resume.resume.resume_values() == {

@@ -16,6 +16,7 @@ from services.gateway import app as gateway_app
 from services.gateway.app import GatewaySettings, create_app
 from services.notifier.app import Notifier, NotifierSettings
 from services.notifier.delivery import Dispatcher
+from services.orchestrator.gauges import ExecutionGauges
 from shared.bus import KafkaPublisher
 from shared.events import ExecutionSuspended, PendingInterrupt
 from shared.health import health_app
@@ -173,3 +174,28 @@ async def test_the_health_app_serves_metrics() -> None:
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain")
     assert "interlock_handled_events_total" in response.text
+
+
+async def test_the_gauges_count_executions_by_status_from_the_store(world: World) -> None:
+    gauges = ExecutionGauges(world.store.executions)
+    first = await world.invoke("refund-approval", "Refund claim CLM-4821")
+    await world.invoke("refund-approval", "Refund claim CLM-4821")
+    await gauges.refresh()
+    assert sample("interlock_pending_reviews") == 2
+    assert sample("interlock_executions", status="suspended") == 2
+    assert sample("interlock_executions", status="completed") == 0
+    await world.decide(first.execution_id, "approve")
+    await gauges.refresh()
+    assert sample("interlock_pending_reviews") == 1
+    assert sample("interlock_executions", status="completed") == 1
+
+
+async def test_a_resume_observes_the_time_from_decision_to_running_graph(world: World) -> None:
+    moved = deltas(("interlock_decision_to_resume_seconds_count", {}))
+    started = await world.invoke("chain-approval", "2")
+    assert moved() == [0], "a first run answers no decision"
+    await world.decide(started.execution_id, "approve")
+    assert moved() == [1]
+    await world.decide(started.execution_id, "approve")
+    assert moved() == [2]
+    assert (await world.execution(started.execution_id)).status.value == "completed"

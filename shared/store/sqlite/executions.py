@@ -108,6 +108,12 @@ class SqliteExecutionStore:
                 due.append((at, execution))
         return [e for _, e in sorted(due, key=lambda pair: pair[0])][:limit]
 
+    async def count_by_status(self) -> dict[ExecutionStatus, int]:
+        rows = await self._db.fetch_all(
+            "SELECT status, COUNT(*) AS n FROM executions GROUP BY status"
+        )
+        return {ExecutionStatus(row["status"]): int(row["n"]) for row in rows}
+
     async def list(
         self,
         project_id: str,

@@ -1,0 +1,38 @@
+"""The executions and pending-reviews gauges: counted in the store, not tracked in memory.
+
+A per-process increment and decrement would be wrong with several orchestrators (each sees a
+share of the transitions) and after a restart; one grouped count across projects is cheap (an
+index on status) and the same on every replica.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import structlog
+
+from shared import metrics
+from shared.domain.execution import ExecutionStatus
+from shared.store.ports import ExecutionStore
+
+log = structlog.get_logger(__name__)
+
+
+class ExecutionGauges:
+    def __init__(self, executions: ExecutionStore) -> None:
+        self._executions = executions
+
+    async def refresh(self) -> dict[ExecutionStatus, int]:
+        counts = await self._executions.count_by_status()
+        for status in ExecutionStatus:
+            metrics.EXECUTIONS.labels(status.value).set(counts.get(status, 0))
+        metrics.PENDING_REVIEWS.set(counts.get(ExecutionStatus.SUSPENDED, 0))
+        return counts
+
+    async def run_forever(self, poll_seconds: float) -> None:
+        while True:
+            try:
+                await self.refresh()
+            except Exception:  # the database blinked: keep the last values, try next tick
+                log.warning("gauges.refresh_failed", exc_info=True)
+            await asyncio.sleep(poll_seconds)
