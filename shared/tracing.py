@@ -12,11 +12,13 @@
 - A resume (a decision days later) starts a new trace at its HTTP request; its sandbox run is
   linked to the trace that created the execution, whose context is stored with the execution.
 
-Export is **off by default**: nothing is installed unless the standard variables ask for it
-(``OTEL_TRACES_EXPORTER`` = ``otlp`` and/or ``console``, or an ``OTEL_EXPORTER_OTLP_ENDPOINT``).
-The SDK reads the rest itself (``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``,
-``OTEL_TRACES_SAMPLER``, ``OTEL_EXPORTER_OTLP_*``, ``OTEL_BSP_*``). Off, the API's no-op spans
-still carry an incoming context through, so a caller's trace id reaches every hop's headers.
+Spans always get real ids (the SDK's provider is installed in every process), so every log
+line inside one carries its trace id. Export is **off by default**: spans leave the process
+only when the standard variables ask for it (``OTEL_TRACES_EXPORTER`` = ``otlp`` and/or
+``console``, or an ``OTEL_EXPORTER_OTLP_ENDPOINT``). The SDK reads the rest itself
+(``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``, ``OTEL_TRACES_SAMPLER``,
+``OTEL_EXPORTER_OTLP_*``, ``OTEL_BSP_*``); ``OTEL_SDK_DISABLED=true`` turns the SDK off (the
+API's no-op spans then still carry a caller's context through).
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ def tracer() -> trace.Tracer:
 def exporter_names(environ: Mapping[str, str] | None = None) -> list[str]:
     """The exporters the environment asks for; empty means tracing stays off."""
     env = os.environ if environ is None else environ
-    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+    if sdk_disabled(env):
         return []
     named = env.get("OTEL_TRACES_EXPORTER", "").strip().lower()
     if not named:
@@ -67,17 +69,27 @@ def exporter_names(environ: Mapping[str, str] | None = None) -> list[str]:
     return names
 
 
-_configured = False
+_installed: bool | None = None
+"""None until ``configure_tracing`` ran; then whether it exports."""
+
+
+def sdk_disabled(environ: Mapping[str, str] | None = None) -> bool:
+    env = os.environ if environ is None else environ
+    return env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true"
 
 
 def configure_tracing(service: str) -> bool:
-    """Install the SDK's tracer provider when the environment asks for export (once per
-    process: the embedded mode runs four services in one). Returns whether tracing is on."""
-    global _configured
+    """Install the SDK's tracer provider, once per process (the embedded mode runs four services
+    in one): spans get real ids, which every log line inside them carries, so one execution's
+    lines can be found across services even with no tracing backend. Spans are exported only
+    when the environment asks for it. Returns whether they are."""
+    global _installed
+    if _installed is not None:
+        return _installed
     names = exporter_names()
-    if not names or _configured:
-        return _configured
-    # Imported here: a process with tracing off never loads the SDK or the exporters.
+    if sdk_disabled():
+        _installed = False
+        return False
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
@@ -89,6 +101,7 @@ def configure_tracing(service: str) -> bool:
     for name in names:
         exporter: SpanExporter
         if name == "otlp":
+            # Imported only when asked for: most processes never load the exporter.
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
             exporter = OTLPSpanExporter()
@@ -102,8 +115,8 @@ def configure_tracing(service: str) -> bool:
             )
         provider.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
-    _configured = True
-    return True
+    _installed = bool(names)
+    return _installed
 
 
 # --- propagation ------------------------------------------------------------------------------

@@ -35,16 +35,22 @@ from tests.e2e.effects_server import Handler
 from tests.unit.inprocess import World, in_process_world
 
 EXPORTER = InMemorySpanExporter()
+_exporting = False
 WS = "w1"
 
 
 @pytest.fixture
 def spans() -> Iterator[InMemorySpanExporter]:
-    # The global provider can be set once per process; every test of this module shares it.
-    if not isinstance(trace.get_tracer_provider(), TracerProvider):
-        provider = TracerProvider()
+    # The global provider is set once per process (by the first service built in this test
+    # process, or here); the exporter is added to it once.
+    global _exporting
+    if not _exporting:
+        if not isinstance(trace.get_tracer_provider(), TracerProvider):
+            trace.set_tracer_provider(TracerProvider())
+        provider = trace.get_tracer_provider()
+        assert isinstance(provider, TracerProvider)
         provider.add_span_processor(SimpleSpanProcessor(EXPORTER))
-        trace.set_tracer_provider(provider)
+        _exporting = True
     EXPORTER.clear()
     yield EXPORTER
     EXPORTER.clear()
@@ -298,6 +304,18 @@ def test_export_is_off_unless_the_standard_variables_ask_for_it(
 def test_an_unsupported_exporter_is_refused_at_start_up() -> None:
     with pytest.raises(tracing.TracingConfigError, match="jaeger"):
         tracing.exporter_names({"OTEL_TRACES_EXPORTER": "jaeger"})
+
+
+def test_every_service_gets_span_ids_for_its_log_lines_even_with_export_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_SDK_DISABLED"):
+        monkeypatch.delenv(name, raising=False)
+    tracing.configure_tracing("gateway")  # installs the provider, unless a test did before
+    assert isinstance(trace.get_tracer_provider(), TracerProvider)
+    with tracing.span("work") as current:
+        assert current.get_span_context().is_valid
+        assert tracing.current_carrier() is not None
 
 
 def test_no_carrier_is_stored_outside_a_trace() -> None:
