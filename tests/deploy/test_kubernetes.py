@@ -419,6 +419,10 @@ def test_prod_has_no_secret_and_takes_every_credential_from_secret_refs(prod: Ma
     assert referenced == PROD_SECRETS
 
 
+MONITORING_NAMESPACE = {"kubernetes.io/metadata.name": "monitoring"}
+HEALTH_PORT = 8081
+
+
 def test_prod_network_policies_deny_by_default_and_open_only_what_is_used(
     prod: Manifests,
 ) -> None:
@@ -434,18 +438,26 @@ def test_prod_network_policies_deny_by_default_and_open_only_what_is_used(
             and is_subset(p["spec"]["podSelector"].get("matchLabels", {}), pod.labels)
         ]
 
-    # Interlock's pods are limited in what they reach; only the gateway accepts connections.
+    # Interlock's pods are limited in what they reach; only the gateway accepts connections
+    # from anywhere, and the health port only scrapes from the monitoring namespace.
     for service in SETTINGS:
         pod = prod.interlock_pod(service)
         assert selecting(pod, "Egress"), f"{pod}: no egress policy"
-        ingress_ports = {
-            port["port"]
-            for policy in selecting(pod, "Ingress")
-            for rule in policy["spec"].get("ingress", [])
-            for port in rule.get("ports", [])
-        }
+        open_to_all, scrape_only = set(), set()
+        for policy in selecting(pod, "Ingress"):
+            for rule in policy["spec"].get("ingress", []):
+                ports = {port["port"] for port in rule.get("ports", [])}
+                sources = rule.get("from", [])
+                if not sources:
+                    open_to_all |= ports
+                else:
+                    assert sources == [
+                        {"namespaceSelector": {"matchLabels": MONITORING_NAMESPACE}}
+                    ], f"{pod}: ingress from {sources}"
+                    scrape_only |= ports
         expected = {8000} if service == ServiceName.GATEWAY else set()
-        assert ingress_ports == expected, f"{pod}: ingress on {ingress_ports}"
+        assert open_to_all == expected, f"{pod}: ingress on {open_to_all}"
+        assert scrape_only == {HEALTH_PORT}, f"{pod}: scrape ingress on {scrape_only}"
     # The orchestrator reaches nothing but DNS, Kafka and MongoDB.
     (egress,) = selecting(prod.interlock_pod("orchestrator"), "Egress")
     ports = {port["port"] for rule in egress["spec"]["egress"] for port in rule["ports"]}
