@@ -84,3 +84,14 @@ DEADLINES_FIRED = Counter(
     "Review deadlines the orchestrator fired, by kind (remind, escalate, expire).",
     ["kind"],
 )
+HTTP_REQUESTS = Counter(
+    "interlock_http_requests_total",
+    "Gateway requests by method, route template and status code.",
+    ["method", "route", "status"],
+)
+HTTP_REQUEST_SECONDS = Histogram(
+    "interlock_http_request_seconds",
+    "Gateway request duration by method and route template (a stream lasts as long as it is"
+    " open: leave the stream route out of latency queries).",
+    ["method", "route"],
+)

@@ -15,6 +15,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import Field, SecretStr, model_validator
 
 from services.gateway.action_links import install_action_links
+from services.gateway.http_metrics import HttpMetricsMiddleware
 from services.gateway.intake import Intake
 from services.gateway.limits import install_limits
 from services.gateway.notifications import build_notifications_router
@@ -115,6 +116,8 @@ def create_app(
         rate_limit_per_second=settings.rate_limit_per_second,
         rate_limit_burst=settings.rate_limit_burst,
     )
+    # Added after the limits, so it runs before them: requests they turn away are counted too.
+    app.add_middleware(HttpMetricsMiddleware)
     intake = Intake(store=store_, publisher=publisher_, topics=settings.topics, registry=registry)
     app.include_router(build_router(intake, registry, store_.api_keys))
     install_stream(app, intake, store_.api_keys, poll_seconds=settings.stream_poll_seconds)

@@ -199,3 +199,29 @@ async def test_a_resume_observes_the_time_from_decision_to_running_graph(world: 
     await world.decide(started.execution_id, "approve")
     assert moved() == [2]
     assert (await world.execution(started.execution_id)).status.value == "completed"
+
+
+async def test_gateway_requests_count_by_route_template_and_status(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(gateway_app, "configure_logging", lambda *args, **kwargs: None)
+    settings = GatewaySettings(
+        kafka_bootstrap_servers="unused:9092",
+        topic_prefix="mem.",
+        rate_limit_per_second=0.001,
+        rate_limit_burst=1,
+    )
+    app = create_app(settings, store=world.store, publisher=KafkaPublisher(world.broker))
+    route = "/api/v1/projects/{project_id}/executions/{execution_id}"
+    moved = deltas(
+        ("interlock_http_requests_total", {"method": "GET", "route": route, "status": "401"}),
+        ("interlock_http_requests_total", {"method": "GET", "route": "unmatched", "status": "429"}),
+        ("interlock_http_request_seconds_count", {"method": "GET", "route": route}),
+    )
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as client:
+        first = await client.get("/api/v1/projects/p1/executions/e-1", params={"workspace_id": "w"})
+        assert first.status_code == 401  # no key; the path's id is not a label
+        second = await client.get("/api/v1/projects/p1/executions/e-2")
+        assert second.status_code == 429  # over the burst of one: turned away before routing
+    assert moved() == [1, 1, 1]
