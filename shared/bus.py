@@ -38,6 +38,7 @@ from shared.events import (
     decode_event,
     encode_event,
 )
+from shared.kafka_security import broker_security, client_options
 from shared.settings import CommonSettings
 
 log = structlog.get_logger(__name__)
@@ -48,6 +49,10 @@ RETRY_DELAY_SECONDS = 1.0
 """Pause before a failed message is redelivered, so a dead dependency is not hammered."""
 MAX_UNEXPECTED_FAILURES = 5
 """A message whose handler raises an unexpected error this many times is dead-lettered."""
+DEAD_LETTER_PAYLOAD_BYTES = 64 * 1024
+"""How much of a message its dead letter quotes. All of a message near the broker's size limit
+would not fit (JSON escaping can double it): the letter could never be published and the
+message would be redelivered forever, blocking its partition."""
 
 
 CUSTOM_HEADER_PREFIX = "x-interlock-custom-"
@@ -84,6 +89,7 @@ class EventPublisher(Protocol):
 def create_broker(settings: CommonSettings, client_id: str) -> KafkaBroker:
     return KafkaBroker(
         settings.kafka_bootstrap_servers,
+        security=broker_security(settings),
         client_id=client_id,
         acks="all",
         enable_idempotence=True,
@@ -115,7 +121,7 @@ class KafkaPublisher:
 async def ensure_topics(settings: CommonSettings, *, replication_factor: int = 1) -> list[str]:
     """Create every topic with its partition count (brokers run with auto-create off).
     Returns the names it created; existing topics are left as they are."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers)
+    admin = AIOKafkaAdminClient(**client_options(settings))
     await admin.start()
     try:
         existing = set(await admin.list_topics())
@@ -260,6 +266,8 @@ class Consumer(Generic[E]):
     ) -> None:
         tracing.mark_failed(f"dead-lettered ({error_type}): {reason}")
         key = record.key
+        if len(body) > DEAD_LETTER_PAYLOAD_BYTES:
+            reason += f" (payload cut to {DEAD_LETTER_PAYLOAD_BYTES} of {len(body)} bytes)"
         letter = MessageDeadLettered(
             source_topic=record.topic,
             partition=record.partition,
@@ -268,7 +276,7 @@ class Consumer(Generic[E]):
             consumer=self.name,
             reason=reason,
             error_type=error_type,
-            payload=body.decode(errors="replace"),
+            payload=body[:DEAD_LETTER_PAYLOAD_BYTES].decode(errors="replace"),
         )
         await self._publisher.publish(letter, self._dead_letter_topic, key=key or letter.event_id)
         metrics.DEAD_LETTERS.labels(self.name).inc()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import structlog
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -18,6 +19,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from faststream.kafka import KafkaBroker
 
 from shared import metrics
+from shared.kafka_security import client_options
 from shared.settings import CommonSettings
 
 log = structlog.get_logger(__name__)
@@ -36,23 +38,22 @@ def lag_of(end: int, committed: int | None, beginning: int) -> int:
 class ConsumerLag:
     def __init__(
         self,
-        bootstrap_servers: str,
+        client: dict[str, Any],
         subscriptions: Iterable[Subscription],
         *,
         topic_label: Callable[[str], str] = lambda topic: topic,
     ) -> None:
-        self._bootstrap = bootstrap_servers
+        self._client = client
+        """aiokafka's connection options (``shared/kafka_security.py``)."""
         self._subscriptions = sorted(set(subscriptions))
         self._label = topic_label
         self._admin: AIOKafkaAdminClient | None = None
         self._offsets: AIOKafkaConsumer | None = None
 
     async def start(self) -> None:
-        admin = AIOKafkaAdminClient(bootstrap_servers=self._bootstrap)
+        admin = AIOKafkaAdminClient(**self._client)
         # No group: it only asks for the partitions' first and end offsets.
-        offsets = AIOKafkaConsumer(
-            bootstrap_servers=self._bootstrap, group_id=None, enable_auto_commit=False
-        )
+        offsets = AIOKafkaConsumer(**self._client, group_id=None, enable_auto_commit=False)
         try:
             await admin.start()
             await offsets.start()
@@ -135,7 +136,7 @@ def subscriptions_of(broker: KafkaBroker) -> list[Subscription]:
 def consumer_lag_of(broker: KafkaBroker, settings: CommonSettings) -> ConsumerLag:
     """The lag of the groups ``broker``'s subscribers consume in, labelled by base topic name."""
     return ConsumerLag(
-        settings.kafka_bootstrap_servers,
+        client_options(settings),
         subscriptions_of(broker),
         topic_label=lambda topic: topic.removeprefix(settings.topics.prefix),
     )

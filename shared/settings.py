@@ -6,9 +6,9 @@ Each service extends ``CommonSettings`` with its own class; tests pass settings 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Self
 
-from pydantic import Field
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.topics import DEFAULT_PARTITIONS, Topics
@@ -27,6 +27,16 @@ class CommonSettings(BaseSettings):
     """Prepended to every topic name; lets test runs share one broker without crosstalk."""
     topic_partitions: int = Field(default=DEFAULT_PARTITIONS, ge=1, le=1000)
     consumer_group_prefix: str = Field(default="interlock", pattern=r"^[A-Za-z0-9._-]+$")
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    """How the Kafka clients connect (``shared/kafka_security.py``): TLS, SASL, or both."""
+    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "SCRAM-SHA-512"
+    kafka_sasl_username: str | None = None
+    kafka_sasl_password: SecretStr | None = None
+    kafka_ssl_cafile: Path | None = None
+    """The CA bundle that signed the brokers' certificates (default: the system's)."""
+    kafka_ssl_certfile: Path | None = None
+    """A client certificate, for brokers that authenticate clients by TLS (mTLS)."""
+    kafka_ssl_keyfile: Path | None = None
     kafka_session_timeout_ms: int = Field(default=10_000, ge=3_000, le=300_000)
     """How soon Kafka gives a dead or frozen replica's partitions to another replica."""
     agents_file: Path = DEFAULT_AGENTS_FILE
@@ -42,6 +52,20 @@ class CommonSettings(BaseSettings):
     """On SIGTERM, how long a consumer lets the message in hand finish before it stops (an
     unfinished one is not committed: another replica takes it up). Keep it below the pod's
     terminationGracePeriodSeconds."""
+
+    @model_validator(mode="after")
+    def _sasl_needs_credentials(self) -> Self:
+        sasl = self.kafka_security_protocol.startswith("SASL")
+        if sasl and (self.kafka_sasl_username is None or self.kafka_sasl_password is None):
+            raise ValueError(
+                f"INTERLOCK_KAFKA_SECURITY_PROTOCOL={self.kafka_security_protocol} needs"
+                " INTERLOCK_KAFKA_SASL_USERNAME and INTERLOCK_KAFKA_SASL_PASSWORD"
+            )
+        if (self.kafka_ssl_certfile is None) != (self.kafka_ssl_keyfile is None):
+            raise ValueError(
+                "INTERLOCK_KAFKA_SSL_CERTFILE and INTERLOCK_KAFKA_SSL_KEYFILE go together"
+            )
+        return self
 
     @property
     def topics(self) -> Topics:

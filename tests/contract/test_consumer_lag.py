@@ -56,7 +56,7 @@ async def test_lag_per_partition_of_each_group(kafka_bootstrap: str) -> None:
         await committer.stop()
 
     lag = ConsumerLag(
-        kafka_bootstrap,
+        {"bootstrap_servers": kafka_bootstrap},
         [(f"{topic}-busy", topic), (f"{topic}-idle", topic)],
         topic_label=lambda name: name.removeprefix("lag-"),
     )
