@@ -40,6 +40,13 @@ KAFKA_PORT=$((10#$KAFKA_PORT))
 CTRL_PORT="${INTERLOCK_INFRA_KAFKA_CONTROLLER_PORT:-$((KAFKA_PORT + 1))}"
 check_port_number INTERLOCK_INFRA_KAFKA_CONTROLLER_PORT "$CTRL_PORT"
 CTRL_PORT=$((10#$CTRL_PORT))
+SASL_PORT="${INTERLOCK_INFRA_KAFKA_SASL_PORT:-$((KAFKA_PORT + 2))}"
+check_port_number INTERLOCK_INFRA_KAFKA_SASL_PORT "$SASL_PORT"
+SASL_PORT=$((10#$SASL_PORT))
+# A second listener with SASL/PLAIN, so the tests prove that the clients authenticate (loopback
+# only; these credentials exist nowhere else).
+SASL_USER="interlock"
+SASL_PASSWORD="interlock-test-secret"
 MONGO_PORT="${INTERLOCK_INFRA_MONGO_PORT:-27117}"
 check_port_number INTERLOCK_INFRA_MONGO_PORT "$MONGO_PORT"
 MONGO_PORT=$((10#$MONGO_PORT))
@@ -228,11 +235,13 @@ write_kafka_conf() {
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@$HOST:$CTRL_PORT
-listeners=PLAINTEXT://$HOST:$KAFKA_PORT,CONTROLLER://$HOST:$CTRL_PORT
-advertised.listeners=PLAINTEXT://$HOST:$KAFKA_PORT
+listeners=PLAINTEXT://$HOST:$KAFKA_PORT,CONTROLLER://$HOST:$CTRL_PORT,SASL_PLAINTEXT://$HOST:$SASL_PORT
+advertised.listeners=PLAINTEXT://$HOST:$KAFKA_PORT,SASL_PLAINTEXT://$HOST:$SASL_PORT
 inter.broker.listener.name=PLAINTEXT
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
+sasl.enabled.mechanisms=PLAIN
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$SASL_USER="$SASL_PASSWORD";
 log.dirs=$KAFKA_DATA
 auto.create.topics.enable=false
 num.partitions=1
@@ -270,6 +279,7 @@ start_kafka() {
   [[ -f "$LOGS/kafka.log" ]] && mv -f "$LOGS/kafka.log" "$LOGS/kafka.log.prev"
   rm -f "$LOGS"/kafka.log.[0-9]*
   printf '%s %s\n' "$KAFKA_PORT" "$CTRL_PORT" >"$INFRA/kafka.port"
+  printf '%s\n' "$SASL_PORT" >"$INFRA/kafka-sasl.port"
   (
     cd "$KAFKA_DIR"
     exec 9>&-
@@ -289,7 +299,7 @@ wait_kafka() {
   while :; do
     if ! proc_alive "$pid"; then
       tail_logs "$LOGS/kafka.log" "$LOGS/kafka.out"
-      rm -f "$INFRA/kafka.pid" "$INFRA/kafka.port"
+      rm -f "$INFRA/kafka.pid" "$INFRA/kafka.port" "$INFRA/kafka-sasl.port"
       die "Kafka exited during start (logs: $LOGS/kafka.log, $LOGS/kafka.out)"
     fi
     if port_open "$KAFKA_PORT" && grep -q 'Kafka Server started' "$LOGS/kafka.log" 2>/dev/null; then
@@ -351,6 +361,7 @@ stop_service() {
   local svc="$1" pid deadline
   if ! pid="$(service_pid "$svc")"; then
     rm -f "$INFRA/$svc.pid" "$INFRA/$svc.port"
+  [[ "$svc" != kafka ]] || rm -f "$INFRA/kafka-sasl.port"
     log "$svc: not running"
     return 0
   fi
@@ -379,6 +390,13 @@ print_env() {
   {
     printf 'export INTERLOCK_KAFKA_BOOTSTRAP_SERVERS=%s:%s\n' "$HOST" "$kport"
     printf 'export INTERLOCK_MONGODB_URI=mongodb://%s:%s/\n' "$HOST" "$mport"
+    # The SASL listener, for the tests of authenticated clients (a broker started before it
+    # existed has none: then nothing is printed).
+    if [[ -f "$INFRA/kafka-sasl.port" ]]; then
+      printf 'export INTERLOCK_TEST_KAFKA_SASL_SERVERS=%s:%s\n' "$HOST" "$(cat "$INFRA/kafka-sasl.port")"
+      printf 'export INTERLOCK_TEST_KAFKA_SASL_USER=%s\n' "$SASL_USER"
+      printf 'export INTERLOCK_TEST_KAFKA_SASL_PASSWORD=%s\n' "$SASL_PASSWORD"
+    fi
   } >"$ENV_FILE.tmp"
   mv -f "$ENV_FILE.tmp" "$ENV_FILE"
   cat "$ENV_FILE"
@@ -405,8 +423,8 @@ cmd_up() {
     start_k=0
     port_open "$KAFKA_PORT" || wait_k=1  # still starting (an earlier up timed out)
   else
-    for p in "$KAFKA_PORT" "$CTRL_PORT"; do
-      port_open "$p" && die "port $HOST:$p (Kafka) is in use by a process that is not this checkout's Kafka; free it or set INTERLOCK_INFRA_KAFKA_PORT (controller: INTERLOCK_INFRA_KAFKA_CONTROLLER_PORT)"
+    for p in "$KAFKA_PORT" "$CTRL_PORT" "$SASL_PORT"; do
+      port_open "$p" && die "port $HOST:$p (Kafka) is in use by a process that is not this checkout's Kafka; free it or set INTERLOCK_INFRA_KAFKA_PORT (controller: INTERLOCK_INFRA_KAFKA_CONTROLLER_PORT, SASL listener: INTERLOCK_INFRA_KAFKA_SASL_PORT)"
     done
   fi
   if pid="$(service_pid ferretdb)"; then
