@@ -11,7 +11,7 @@ INFRA := bash infra/infra.sh
 # it in any environment but development.
 DEV_KEY := ilk_00000000000000de_development-key-not-for-production-use-000
 
-.PHONY: help venv infra-up infra-down topics up up-fg down dev test test-unit lint format asyncapi clean
+.PHONY: help venv infra-up infra-down topics up up-fg down dev test test-unit lint format asyncapi clean bench bench-full chaos
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -70,6 +70,15 @@ lint: venv ## ruff (lint + format check) and mypy --strict
 format: venv ## Apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
+
+bench: venv ## Benchmarks, quick mode (<10 min): JSON in bench/results/quick/, regenerates docs/benchmarks.md
+	@bash bench/bench.sh --quick
+
+bench-full: venv ## Benchmarks at the issue's sizes (hours on 2 cores): bench/results/full/, docs/benchmarks.md
+	@bash bench/bench.sh --full
+
+chaos: venv infra-up ## Every chaos scenario (faults, poison, races, broker/db outages, soak; ~40 min): table + .artifacts/chaos.json
+	@source .infra/env && $(BIN)/python -m tests.chaos $(CHAOS_ARGS)
 
 asyncapi: venv ## Regenerate docs/asyncapi.yaml from the event models (a test checks it is current)
 	$(BIN)/python -m shared.asyncapi

@@ -8,6 +8,7 @@ reviewers exactly one gets a 202 and the others a 409.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import uuid
@@ -141,12 +142,34 @@ def fingerprint(agent: str, agent_input: AgentInput) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+PUBLISH_TIMEOUT_SECONDS = 10.0
+"""How long a request waits for the broker to acknowledge its event before answering 503."""
+
+
+class BoundedPublisher:
+    """A publisher that gives up after ``PUBLISH_TIMEOUT_SECONDS`` with ``TimeoutError`` (a 503
+    with ``Retry-After``). With the broker down, the Kafka client retries until it is back: the
+    chaos suite saw requests hang for the whole of a 60-second outage. The event may still be
+    delivered later, which a 503 allows (the client retries with its idempotency key; a decision
+    keeps its claim and its retry is told which decision won)."""
+
+    def __init__(self, inner: EventPublisher, timeout: float = PUBLISH_TIMEOUT_SECONDS) -> None:
+        self._inner = inner
+        self._timeout = timeout
+
+    async def publish(
+        self, event: BaseModel, topic: str, *, key: str, headers: dict[str, str] | None = None
+    ) -> None:
+        async with asyncio.timeout(self._timeout):
+            await self._inner.publish(event, topic, key=key, headers=headers)
+
+
 class Intake:
     def __init__(
         self, *, store: Store, publisher: EventPublisher, topics: Topics, registry: AgentRegistry
     ) -> None:
         self._store = store
-        self._publisher = publisher
+        self._publisher = BoundedPublisher(publisher)
         self._topics = topics
         self._registry = registry
 

@@ -1,0 +1,172 @@
+"""What every scenario runs in: the four services as processes (tests/e2e/cluster.py), the
+loopback effects service, a supervisor that restarts what died (as Kubernetes would) and samples
+memory, and the collection of an ``Observation`` once the run settled."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import subprocess
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from pymongo import AsyncMongoClient
+
+from shared.domain.execution import Execution
+from tests.chaos.invariants import EffectCall, Observation, ProcessStats
+from tests.e2e.cluster import REPO, SERVICES, Cluster, free_port
+from tests.eventually import eventually
+
+
+class Effects:
+    """The loopback effects service (tests/e2e/effects_server.py) as its own process."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.e2e.effects_server", str(self.port)], cwd=REPO
+        )
+
+    async def wait_ready(self) -> None:
+        async def up() -> bool:
+            try:
+                async with httpx.AsyncClient() as client:
+                    return (await client.get(f"{self.url}/calls")).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        await eventually(up, bool, timeout=15, what="the effects service")
+
+    async def calls(self) -> list[EffectCall]:
+        async with httpx.AsyncClient(timeout=30) as client:
+            calls = (await client.get(f"{self.url}/calls")).json()["calls"]
+        return [EffectCall(key=c["key"], applied=bool(c["applied"])) for c in calls]
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+def rss_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+@dataclass
+class Supervisor:
+    """Restarts dead service processes every half second and keeps each service's peak RSS.
+    ``hold()`` pauses restarts (a scenario that keeps everything down for a while)."""
+
+    cluster: Cluster
+    restarts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    peak_rss: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    held: bool = False
+    _task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    @contextlib.contextmanager
+    def hold(self) -> Any:
+        self.held = True
+        try:
+            yield
+        finally:
+            self.held = False
+
+    async def _loop(self) -> None:
+        while True:
+            for service, processes in self.cluster.processes.items():
+                for process in processes:
+                    if process.poll() is None:
+                        self.peak_rss[service] = max(self.peak_rss[service], rss_mb(process.pid))
+            if not self.held:
+                for service in self.cluster.restart_dead():
+                    self.restarts[service] += 1
+            await asyncio.sleep(0.5)
+
+    def stats(self) -> list[ProcessStats]:
+        return [
+            ProcessStats(service, self.restarts.get(service, 0), self.peak_rss.get(service, 0.0))
+            for service in SERVICES
+        ]
+
+
+def kill(cluster: Cluster, service: str, index: int = 0) -> bool:
+    """SIGKILL one process (no cleanup, no flush). False if it was not running."""
+    process = cluster.processes[service][index]
+    if process.poll() is not None:
+        return False
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    return True
+
+
+async def read_store(
+    uri: str, database: str, ids: set[str]
+) -> tuple[dict[str, Execution], dict[str, list[str]]]:
+    """The latest stored version of each execution, and each execution's step keys."""
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
+        uri, serverSelectionTimeoutMS=10_000
+    )
+    try:
+        db = client[database]
+        latest: dict[str, dict[str, Any]] = {}
+        query = {"execution_id": {"$in": sorted(ids)}}
+        async for document in db["execution_versions"].find(query):
+            current = latest.get(document["execution_id"])
+            if current is None or document["version"] > current["version"]:
+                latest[document["execution_id"]] = document
+        executions = {k: Execution.model_validate_json(d["body"]) for k, d in latest.items()}
+        steps: dict[str, list[str]] = defaultdict(list)
+        async for document in db["steps"].find(query, {"_id": 1, "execution_id": 1}):
+            steps[document["execution_id"]].append(str(document["_id"]))
+        return executions, dict(steps)
+    finally:
+        await client.close()
+
+
+async def observe(
+    cluster: Cluster,
+    effects: Effects,
+    *,
+    http: list[Any],
+    created: set[str],
+    supervisor: Supervisor,
+    faults_injected: int,
+) -> Observation:
+    executions, steps = await read_store(
+        cluster.env["INTERLOCK_MONGODB_URI"], cluster.database, created
+    )
+    calls = [c for c in await effects.calls() if c.key.split(":", 1)[0] in created]
+    return Observation(
+        executions=executions,
+        http=http,
+        effects=calls,
+        steps=steps,
+        processes=supervisor.stats(),
+        faults_injected=faults_injected,
+        tracked=set(created),
+    )
+
+
+def fired_faults(folder: Path) -> int:
+    """Fault points that fired once (tests' INTERLOCK_FAULTS_ONCE_DIR markers)."""
+    return len(list(folder.glob("*.fired"))) if folder.exists() else 0

@@ -1,0 +1,343 @@
+"""The chaos scenarios. Each injects its faults while the workload runs; the runner then lets the
+run settle and checks the invariants (tests/chaos/invariants.py) over everything that happened.
+``quick`` ones form the short subset that ``make test`` runs (tests/chaos/test_chaos.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+import time
+
+from tests.chaos import poison
+from tests.chaos.harness import kill
+from tests.chaos.runner import Context, Scenario
+from tests.chaos.workload import TERMINAL
+from tests.e2e.cluster import SERVICES
+from tests.e2e.test_replay import wait_caught_up
+from tests.eventually import eventually
+
+SANDBOX_POINTS = ("step.after_effect", "step.after_cache", "sandbox.before_report")
+ORCHESTRATOR_POINT = "orchestrator.after_write"
+
+
+async def wait_started(ctx: Context, count: int, timeout: float = 120) -> None:
+    """Wait until ``count`` executions exist (the load is under way)."""
+    await eventually(
+        lambda: _async(len(ctx.workload.created)),
+        lambda n: n >= count,
+        timeout=timeout,
+        what=f"{count} executions to start",
+    )
+
+
+async def _async(value: int) -> int:
+    return value
+
+
+async def wait_fired(ctx: Context, points: list[str], timeout: float = 120) -> None:
+    folder = ctx.workdir / "faults"
+
+    async def fired() -> list[str]:
+        return [p for p in points if not (folder / f"{p}.fired").exists()]
+
+    missing = await eventually(fired, lambda m: not m, timeout=timeout, what="faults to fire")
+    assert not missing
+
+
+# --- service kills -----------------------------------------------------------------------------
+
+
+async def kill_at_fault_points(ctx: Context) -> None:
+    ctx.workload.start(8, spacing=0.5)
+    await wait_fired(ctx, [*SANDBOX_POINTS, ORCHESTRATOR_POINT], timeout=150)
+    ctx.notes.append("fired: " + ", ".join([*SANDBOX_POINTS, ORCHESTRATOR_POINT]))
+
+
+def at_point(point: str) -> Scenario:
+    service = "orchestrator" if point == ORCHESTRATOR_POINT else "sandbox"
+
+    async def run(ctx: Context) -> None:
+        ctx.workload.start(6, spacing=0.5)
+        await wait_fired(ctx, [point], timeout=150)
+
+    return Scenario(
+        name=f"sigkill-at-{point}",
+        run=run,
+        faults=f"{point}=crash",
+        description=f"the {service} SIGKILLs itself at {point}, once",
+    )
+
+
+async def kill_all_four(ctx: Context) -> None:
+    ctx.workload.start(10, spacing=0.3)
+    await wait_started(ctx, 6)
+    await asyncio.sleep(4)  # some running, some suspended, some deciding
+    with ctx.supervisor.hold():
+        for service in SERVICES:
+            for index in range(len(ctx.cluster.processes[service])):
+                ctx.faults += kill(ctx.cluster, service, index)
+    ctx.notes.append("all four services SIGKILLed at once, restarted together")
+
+
+async def kill_each_service(ctx: Context) -> None:
+    ctx.workload.start(16, spacing=0.8)
+    rotation = [
+        ("gateway", 0),
+        ("orchestrator", 0),
+        ("sandbox", 0),
+        ("notifier", 0),
+        ("sandbox", 1),
+    ]
+    for service, index in rotation:
+        await asyncio.sleep(5)
+        ctx.faults += kill(ctx.cluster, service, index)
+    ctx.notes.append("SIGKILL in turn: " + ", ".join(f"{s}-{i}" for s, i in rotation))
+
+
+async def zombie_sandbox(ctx: Context) -> None:
+    ctx.workload.start(4, spacing=0.5)
+    await wait_fired(ctx, ["step.after_effect"], timeout=120)
+    frozen = [i for i, p in enumerate(ctx.cluster.processes["sandbox"]) if _stopped(p.pid)]
+    if len(frozen) != 1:
+        ctx.violation("fenced", f"expected one frozen sandbox, found {frozen}")
+        return
+    # Past its lease: Kafka gives its partitions to the other replica, which takes over.
+    await asyncio.sleep(15)
+    ctx.cluster.send_signal("sandbox", signal.SIGCONT, frozen[0])
+    log = ctx.workdir / f"sandbox-{frozen[0]}.log"
+    try:
+        await eventually(
+            lambda: asyncio.to_thread(log.read_text, errors="replace"),
+            lambda text: "dispatch.fenced" in text,
+            timeout=60,
+            what="the zombie to be fenced",
+        )
+        ctx.notes.append(f"sandbox-{frozen[0]} stopped past its lease, resumed, fenced")
+    except AssertionError as exc:
+        ctx.violation("fenced", str(exc)[:300])
+
+
+def _stopped(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ", 1)[1].startswith("T")
+    except OSError:
+        return False
+
+
+# --- messages ----------------------------------------------------------------------------------
+
+
+async def poison_messages(ctx: Context) -> None:
+    # Real messages of every type first: the poison is made from them (a foreign tenant's copy).
+    ctx.workload.start(3, stages=(1,), spacing=0.3)
+    await ctx.workload.settle(120)
+    sent = await poison.publish_all(ctx.cluster)
+    ctx.notes.append(f"{len(sent)} poison messages on {len({p.topic for p in sent})} topics")
+    # Valid work behind the poison, on the same partitions: it must flow.
+    ctx.workload.start(6, spacing=0.3)
+    await ctx.workload.settle(180)
+    for problem in await poison.check_dead_letters(ctx.cluster, sent):
+        ctx.violation("dead-letters", problem)
+
+
+async def offsets_reset(ctx: Context) -> None:
+    ctx.workload.start(6, spacing=0.3)
+    await ctx.workload.settle(180)
+    before_effects = await ctx.effects.calls()
+    before = await _audits(ctx)
+    # New consumer groups read every topic from the earliest offset: everything is redelivered.
+    with ctx.supervisor.hold():
+        ctx.cluster.stop("orchestrator", "sandbox", "notifier")
+        ctx.cluster.env["INTERLOCK_CONSUMER_GROUP_PREFIX"] += "-replay"
+        ctx.cluster.start("orchestrator", "notifier")
+        ctx.cluster.start("sandbox")
+        ctx.cluster.start("sandbox")
+    await wait_caught_up(ctx.cluster, timeout=180)
+    after_effects = await ctx.effects.calls()
+    if len(after_effects) != len(before_effects):
+        ctx.violation(
+            "2.no-duplicate-effect",
+            f"replay from earliest made {len(after_effects) - len(before_effects)} new calls",
+        )
+    after = await _audits(ctx)
+    changed = [i for i in before if before[i] != after.get(i)]
+    if changed:
+        ctx.violation("4.monotonic-history", f"replay changed the history of {changed}")
+    ctx.notes.append("every group reset to earliest (new groups), caught up, nothing changed")
+
+
+async def _audits(ctx: Context) -> dict[str, list[str]]:
+    from tests.chaos.harness import read_store
+
+    executions, _ = await read_store(
+        ctx.cluster.env["INTERLOCK_MONGODB_URI"], ctx.cluster.database, ctx.workload.created
+    )
+    return {
+        i: [f"{a.action}:{a.to_status}:{a.event_id}" for a in e.audit]
+        for i, e in executions.items()
+    }
+
+
+async def decision_races(ctx: Context) -> None:
+    """100 concurrent decisions on 10 suspensions, and decisions sent before the suspension
+    they answer is recorded."""
+    workload = ctx.workload
+    deadline = time.monotonic() + 120
+    ids = [
+        i
+        for i in await asyncio.gather(*(workload.invoke(1, deadline=deadline) for _ in range(10)))
+        if i
+    ]
+
+    async def suspended(execution_id: str) -> int:
+        async def probe() -> dict[str, object] | None:
+            return await workload.status(execution_id)
+
+        body = await eventually(
+            probe, lambda b: b is not None and b["status"] == "suspended", timeout=120
+        )
+        assert body is not None
+        return int(str(body["suspension_id"]))
+
+    generations = await asyncio.gather(*(suspended(i) for i in ids))
+    racers = [
+        workload.decide(execution_id, generation, "approve" if n % 2 else "reject")
+        for execution_id, generation in zip(ids, generations, strict=True)
+        for n in range(10)
+    ]
+    answers = await asyncio.gather(*racers)
+    ctx.notes.append(f"{len(racers)} racing decisions: {answers.count(202)} accepted")
+
+    # Early deciders: resume from the moment of the invoke, before the suspension exists.
+    early = [
+        i
+        for i in await asyncio.gather(*(workload.invoke(1, deadline=deadline) for _ in range(5)))
+        if i
+    ]
+
+    async def hammer(execution_id: str) -> None:
+        while time.monotonic() < deadline:
+            if await workload.decide(execution_id, 1, "approve") == 202:
+                return
+            await asyncio.sleep(0.05)
+
+    await asyncio.gather(*(hammer(i) for i in early))
+
+    async def finished(execution_id: str) -> None:
+        await eventually(
+            lambda: workload.status(execution_id),
+            lambda b: b is not None and b["status"] in TERMINAL,
+            timeout=120,
+            what=f"{execution_id} to finish",
+        )
+
+    await asyncio.gather(*(finished(i) for i in [*ids, *early]))
+
+
+# --- the broker and the database ---------------------------------------------------------------
+
+
+async def kafka_sigkill(ctx: Context) -> None:
+    assert ctx.infra is not None
+    ctx.workload.start(10, spacing=0.5, deadline_seconds=400)
+    await wait_started(ctx, 5)
+    ctx.infra.kill_kafka()
+    await asyncio.sleep(3)
+    await ctx.infra.start_kafka()
+    ctx.notes.append("broker SIGKILLed under load, restarted after 3 s")
+
+
+async def kafka_down(ctx: Context, seconds: float = 60) -> None:
+    assert ctx.infra is not None
+    ctx.workload.start(6, spacing=0.3, deadline_seconds=500)
+    await wait_started(ctx, 6)
+    await asyncio.sleep(5)
+    ctx.infra.kill_kafka()
+    # Reviewers keep deciding while the broker is away (the workload loops keep going).
+    ctx.workload.start(4, spacing=2, deadline_seconds=500)
+    await asyncio.sleep(seconds)
+    await ctx.infra.start_kafka()
+    ctx.notes.append(f"broker down {seconds:.0f} s while reviewers kept deciding")
+
+
+async def ferretdb_restart(ctx: Context) -> None:
+    assert ctx.infra is not None
+    ctx.workload.start(10, spacing=0.5, deadline_seconds=400)
+    await wait_started(ctx, 5)
+    ctx.infra.kill_ferretdb()
+    await asyncio.sleep(2)
+    await ctx.infra.start_ferretdb()
+    ctx.notes.append("FerretDB SIGKILLed under load, restarted after 2 s")
+
+
+async def ferretdb_down(ctx: Context, seconds: float = 30) -> None:
+    assert ctx.infra is not None
+    ctx.workload.start(6, spacing=0.3, deadline_seconds=500)
+    await wait_started(ctx, 6)
+    await asyncio.sleep(5)
+    ctx.infra.kill_ferretdb()
+    ctx.workload.start(4, spacing=2, deadline_seconds=500)
+    started = time.monotonic()
+    await asyncio.sleep(seconds)
+    await ctx.infra.start_ferretdb()
+    slow = [r for r in ctx.workload.http if r.status is None and r.path.endswith("/invoke")]
+    ctx.notes.append(
+        f"FerretDB down {time.monotonic() - started:.0f} s; {len(slow)} unanswered invokes"
+    )
+
+
+# --- soak --------------------------------------------------------------------------------------
+
+
+async def soak(ctx: Context, minutes: float = 10, every: float = 20) -> None:
+    """Steady load with a random service kill every ``every`` seconds."""
+    rng = random.Random()
+    seed = rng.randrange(2**32)
+    rng.seed(seed)
+    ctx.notes.append(f"seed {seed}")
+    end = time.monotonic() + minutes * 60
+    ctx.workload.start(int(minutes * 60 / 2), spacing=2, deadline_seconds=minutes * 60 + 300)
+    while time.monotonic() < end:
+        await asyncio.sleep(every)
+        service = rng.choice(SERVICES)
+        index = rng.randrange(len(ctx.cluster.processes[service]))
+        ctx.faults += kill(ctx.cluster, service, index)
+        ctx.notes.append(f"{service}-{index}")
+
+
+ALL_POINTS = f"{SANDBOX_POINTS[0]}=crash,{SANDBOX_POINTS[1]}=crash,{SANDBOX_POINTS[2]}=crash"
+
+SCENARIOS: list[Scenario] = [
+    Scenario(
+        "sigkill-at-every-fault-point",
+        kill_at_fault_points,
+        quick=True,
+        faults=f"{ALL_POINTS},{ORCHESTRATOR_POINT}=crash",
+        description="each fault point crashes its process once, under light load",
+    ),
+    Scenario("sigkill-all-four", kill_all_four, quick=True),
+    Scenario("poison-messages", poison_messages, quick=True, settle_seconds=60),
+    Scenario("decision-races", decision_races, quick=True, settle_seconds=30),
+    Scenario("offsets-reset-to-earliest", offsets_reset, quick=True, settle_seconds=30),
+    *(at_point(p) for p in (*SANDBOX_POINTS, ORCHESTRATOR_POINT)),
+    Scenario("sigkill-each-service-in-turn", kill_each_service),
+    Scenario(
+        "zombie-sandbox-fenced",
+        zombie_sandbox,
+        faults="step.after_effect=stall",
+    ),
+    Scenario("kafka-sigkill-restart", kafka_sigkill, private_infra=True, settle_seconds=300),
+    Scenario("kafka-down-60s", kafka_down, private_infra=True, settle_seconds=400),
+    Scenario("ferretdb-sigkill-restart", ferretdb_restart, private_infra=True, settle_seconds=300),
+    Scenario("ferretdb-down-30s", ferretdb_down, private_infra=True, settle_seconds=400),
+    Scenario("soak-10min", soak, settle_seconds=400),
+]
+
+
+def by_name(name: str) -> Scenario:
+    for scenario in SCENARIOS:
+        if scenario.name == name:
+            return scenario
+    raise KeyError(f"no scenario {name!r}; known: {', '.join(s.name for s in SCENARIOS)}")

@@ -1,0 +1,197 @@
+"""The load a scenario runs: reviewers' clients that invoke the outreach agent and decide every
+suspension, retrying as a polite client does (same idempotency key, after ``Retry-After``), and
+recording every answer they get for the invariant checker."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from typing import Any
+
+import httpx
+
+from tests.chaos.invariants import HttpRecord
+
+TERMINAL = {"completed", "error", "cancelled", "expired"}
+POLL_SECONDS = 0.3
+MAX_RETRY_PAUSE = 2.0
+"""Cap on a ``Retry-After`` pause, so a scenario does not idle through a short outage."""
+
+
+class Workload:
+    def __init__(
+        self, client: httpx.AsyncClient, *, project: str, workspace: str, reject_every: int = 5
+    ) -> None:
+        self.client = client
+        self.project = project
+        self.workspace = workspace
+        self.reject_every = reject_every
+        self.http: list[HttpRecord] = []
+        self.created: set[str] = set()
+        self.finished: dict[str, str] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._count = 0
+
+    # --- one HTTP call, recorded ---------------------------------------------------------------
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        execution_id: str | None = None,
+        client_error: bool = False,
+        **kwargs: Any,
+    ) -> httpx.Response | None:
+        try:
+            response = await self.client.request(method, path, **kwargs)
+        except httpx.TimeoutException:
+            self.http.append(
+                HttpRecord(method, path, None, execution_id=execution_id, timed_out=True)
+            )
+            return None
+        except httpx.TransportError:  # refused or reset: the gateway process was down
+            self.http.append(HttpRecord(method, path, None, execution_id=execution_id))
+            return None
+        body: dict[str, Any] = {}
+        if response.headers.get("content-type", "").startswith("application/json"):
+            with contextlib.suppress(ValueError):
+                body = response.json()
+        accepted_resume = method == "POST" and path.endswith("/resume") and response.is_success
+        self.http.append(
+            HttpRecord(
+                method,
+                path,
+                response.status_code,
+                content_type=response.headers.get("content-type", ""),
+                retry_after=response.headers.get("retry-after"),
+                execution_id=execution_id or body.get("execution_id"),
+                generation=body.get("generation") if accepted_resume else None,
+                decision=body.get("decision") if accepted_resume else None,
+                client_error=client_error,
+            )
+        )
+        return response
+
+    @property
+    def scope(self) -> str:
+        return f"/api/v1/projects/{self.project}"
+
+    # --- the reviewer's loop -------------------------------------------------------------------
+
+    async def invoke(self, stages: int, *, deadline: float) -> str | None:
+        key = f"chaos-{uuid.uuid4().hex}"
+        while time.monotonic() < deadline:
+            response = await self.call(
+                "POST",
+                f"{self.scope}/workspaces/{self.workspace}/invoke",
+                json={"agent": "outreach", "message": f"{stages} stages", "idempotency_key": key},
+            )
+            if response is not None and response.status_code == 202:
+                execution_id = str(response.json()["execution_id"])
+                self.created.add(execution_id)
+                return execution_id
+            await _pause(response)
+        return None
+
+    async def status(self, execution_id: str) -> dict[str, Any] | None:
+        response = await self.call(
+            "GET",
+            f"{self.scope}/executions/{execution_id}",
+            execution_id=execution_id,
+            params={"workspace_id": self.workspace},
+        )
+        if response is None or response.status_code != 200:
+            await _pause(response)
+            return None
+        return dict(response.json())
+
+    async def decide(self, execution_id: str, generation: int, decision: str) -> int | None:
+        response = await self.call(
+            "POST",
+            f"{self.scope}/executions/{execution_id}/resume",
+            execution_id=execution_id,
+            params={"workspace_id": self.workspace},
+            json={"decision": decision, "generation": generation, "reviewer_notes": "chaos"},
+        )
+        if response is None:
+            return None
+        return response.status_code
+
+    async def run_one(self, index: int, stages: int, deadline: float) -> None:
+        execution_id = await self.invoke(stages, deadline=deadline)
+        if execution_id is None:
+            return
+        decided = 0
+        while time.monotonic() < deadline:
+            body = await self.status(execution_id)
+            if body is None:
+                continue
+            if body["status"] in TERMINAL:
+                self.finished[execution_id] = body["status"]
+                return
+            generation = body.get("suspension_id") or 0
+            if body["status"] == "suspended" and generation > decided:
+                answer = (
+                    "reject" if index % self.reject_every == self.reject_every - 1 else "approve"
+                )
+                status = await self.decide(execution_id, generation, answer)
+                # 409: decided already (an earlier attempt of ours whose answer we did not get,
+                # or another reviewer); the suspension moved on either way.
+                if status in (202, 409):
+                    decided = generation
+                    continue
+            await asyncio.sleep(POLL_SECONDS)
+
+    # --- load ----------------------------------------------------------------------------------
+
+    def start(
+        self,
+        count: int,
+        *,
+        stages: tuple[int, ...] = (1, 2),
+        spacing: float = 0.2,
+        deadline_seconds: float = 300,
+    ) -> None:
+        """Start ``count`` executions, one every ``spacing`` seconds, each driven to its end."""
+
+        async def launch() -> None:
+            deadline = time.monotonic() + deadline_seconds
+            for _ in range(count):
+                index = self._count
+                self._count += 1
+                stage_count = stages[index % len(stages)]
+                self._tasks.append(asyncio.create_task(self.run_one(index, stage_count, deadline)))
+                await asyncio.sleep(spacing)
+
+        self._tasks.append(asyncio.create_task(launch()))
+
+    async def settle(self, timeout: float) -> None:
+        """Wait for every started execution to be driven to its end (or give up at the deadline:
+        the checker then finds what is stuck)."""
+        end = time.monotonic() + timeout
+        while True:
+            pending = [t for t in self._tasks if not t.done()]
+            if not pending:
+                break
+            remaining = end - time.monotonic()
+            if remaining <= 0:
+                for task in pending:
+                    task.cancel()
+                await asyncio.gather(*pending, return_exceptions=True)
+                break
+            await asyncio.wait(pending, timeout=remaining)
+        for task in self._tasks:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+
+
+async def _pause(response: httpx.Response | None) -> None:
+    retry_after = response.headers.get("retry-after") if response is not None else None
+    try:
+        seconds = float(retry_after) if retry_after else 0.5
+    except ValueError:
+        seconds = 0.5
+    await asyncio.sleep(min(seconds, MAX_RETRY_PAUSE))
