@@ -1,0 +1,71 @@
+"""``python -m bench [--quick | --full | --smoke]``: measure, write JSON, regenerate the page.
+``python -m bench --report SUMMARY.json``: regenerate the page from an existing summary."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+from bench import report
+from bench.modes import MODES
+from bench.run import log, measure, scratch, write
+from tests.e2e.cluster import REPO
+
+DOCS = REPO / "docs" / "benchmarks.md"
+
+
+def _relative(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(REPO))
+    except ValueError:
+        return str(path)
+
+
+def regenerate(summary_path: Path, docs: Path) -> None:
+    summary = json.loads(summary_path.read_text())
+    docs.parent.mkdir(parents=True, exist_ok=True)
+    docs.write_text(report.render(summary, _relative(summary_path)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    chosen = parser.add_mutually_exclusive_group()
+    for name in MODES:
+        chosen.add_argument(
+            f"--{name}", dest="mode", action="store_const", const=name, help=f"{name} mode"
+        )
+    parser.add_argument("--out", type=Path, help="where the JSON goes (bench/results/<mode>/)")
+    parser.add_argument("--docs", type=Path, help=f"the page to write (quick/full: {DOCS})")
+    parser.add_argument("--keep", action="store_true", help="keep service logs and profiles")
+    parser.add_argument("--report", type=Path, metavar="SUMMARY", help="only regenerate the page")
+    args = parser.parse_args()
+    if args.report is not None:
+        regenerate(args.report, args.docs or DOCS)
+        return
+    mode = MODES[args.mode or "quick"]
+    kafka = os.environ.get("INTERLOCK_KAFKA_BOOTSTRAP_SERVERS")
+    mongodb = os.environ.get("INTERLOCK_MONGODB_URI")
+    if not kafka or not mongodb:
+        sys.exit(
+            "set INTERLOCK_KAFKA_BOOTSTRAP_SERVERS and INTERLOCK_MONGODB_URI (`make bench` starts"
+            " the local Kafka and FerretDB and sets them)"
+        )
+    workdir = scratch(args.keep)
+    log(f"{mode.name} mode; scratch {workdir}")
+    result = asyncio.run(measure(mode, kafka=kafka, mongodb=mongodb, workdir=workdir))
+    out = args.out or REPO / "bench" / "results" / mode.name
+    summary_path, raw_path = write(result, out)
+    log(f"wrote {summary_path} and {raw_path}")
+    # The smoke mode's figures mean nothing: it never overwrites the published page by default.
+    docs = args.docs or (DOCS if mode.name != "smoke" else None)
+    if docs is not None:
+        regenerate(summary_path, docs)
+        log(f"wrote {docs}")
+
+
+if __name__ == "__main__":
+    main()

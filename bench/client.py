@@ -1,0 +1,69 @@
+"""The three HTTP calls the harness makes, as a reviewer's tooling would (the Atlas paths)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+AGENT = "bench-pipeline"
+
+
+class BenchClient:
+    def __init__(self, base_url: str, key: str, *, project: str, workspace: str) -> None:
+        self.project = project
+        self.workspace = workspace
+        # Open-loop load may have hundreds of requests in flight; the pool must not be what
+        # queues them (the harness would then measure itself).
+        self._http = httpx.AsyncClient(
+            base_url=base_url,
+            timeout=120,
+            headers={"Authorization": f"Bearer {key}"},
+            limits=httpx.Limits(max_connections=256, max_keepalive_connections=256),
+        )
+
+    async def invoke(self, message: str) -> str:
+        response = await self._http.post(
+            f"/api/v1/projects/{self.project}/workspaces/{self.workspace}/invoke",
+            json={"agent": AGENT, "message": message},
+        )
+        response.raise_for_status()
+        return str(response.json()["execution_id"])
+
+    async def approve(self, execution_id: str) -> None:
+        response = await self._http.post(
+            f"/api/v1/projects/{self.project}/executions/{execution_id}/resume",
+            params={"workspace_id": self.workspace},
+            json={"decision": "approve"},
+        )
+        response.raise_for_status()
+
+    async def get(self, execution_id: str) -> dict[str, Any]:
+        response = await self._http.get(
+            f"/api/v1/projects/{self.project}/executions/{execution_id}",
+            params={"workspace_id": self.workspace},
+        )
+        response.raise_for_status()
+        return dict(response.json())
+
+    async def ids_with_status(self, status: str) -> list[str]:
+        """Every execution of the workspace in ``status`` (all pages)."""
+        ids: list[str] = []
+        cursor: str | None = None
+        while True:
+            params: dict[str, Any] = {"workspace_id": self.workspace, "status": status}
+            params["limit"] = 200
+            if cursor:
+                params["cursor"] = cursor
+            response = await self._http.get(
+                f"/api/v1/projects/{self.project}/executions", params=params
+            )
+            response.raise_for_status()
+            page = response.json()
+            ids.extend(str(item["execution_id"]) for item in page["items"])
+            cursor = page.get("next_cursor")
+            if not cursor:
+                return ids
+
+    async def aclose(self) -> None:
+        await self._http.aclose()

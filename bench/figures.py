@@ -1,0 +1,235 @@
+"""The measurements of the results page, each against one target system (or peer)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import analysis, hdr
+from bench.load import Execution, Run, fetch_stamps, open_loop
+from bench.modes import Mode
+from bench.procstats import rss_bytes
+from bench.targets import Distributed, Target
+from tests.e2e.cluster import REPO
+
+Raw = list[dict[str, Any]]
+
+
+def _run_summary(run: Run) -> dict[str, Any]:
+    completed = len(run.completed())
+    return {
+        **analysis.throughput(run.executions),
+        "cpu_ms_per_execution": analysis.cpu_per_execution(run.cpu, completed),
+        "cpu": run.cpu,
+        "failures": run.failures()[:5],
+        "timed_out": run.timed_out,
+    }
+
+
+async def _one_run(
+    target: Target, *, rate: float, count: int, message: str, mode: Mode, extra_pids: dict[str, int]
+) -> Run:
+    client = target.client()
+    try:
+        run = await open_loop(
+            client,
+            target.watcher(client),
+            rate=rate,
+            count=count,
+            message=message,
+            timeout=mode.timeout,
+            pids={**target.pids(), **extra_pids},
+        )
+        await fetch_stamps(client, run)
+        return run
+    finally:
+        await client.aclose()
+
+
+async def saturation(
+    target: Target, mode: Mode, extra_pids: dict[str, int], raw: Raw, label: str
+) -> dict[str, Any]:
+    """Figure 1: arrivals offered far above capacity; the steady completion rate is the
+    saturated throughput."""
+    runs = []
+    for index in range(mode.runs):
+        run = await _one_run(
+            target, rate=mode.saturation_rate, count=mode.saturation_count,
+            message="bench", mode=mode, extra_pids=extra_pids,
+        )  # fmt: skip
+        runs.append(_run_summary(run))
+        raw.append({"figure": "throughput", "target": label, "index": index, **run.raw()})
+    return _median_throughput(runs)
+
+
+def _median_throughput(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    steady = [r.get("steady_per_second") or r.get("overall_per_second") for r in runs]
+    return {
+        "runs": runs,
+        "per_second": hdr.median_of(steady),
+        "cpu_ms_per_execution": hdr.median_of(r.get("cpu_ms_per_execution") for r in runs),
+    }
+
+
+async def latency(
+    target: Target, mode: Mode, rate: float, extra_pids: dict[str, int], raw: Raw, label: str
+) -> dict[str, Any]:
+    """Figure 2: open-loop arrivals at ``rate`` (half the saturated throughput)."""
+    count = max(mode.latency_min_count, round(rate * mode.latency_seconds))
+    runs = []
+    for index in range(mode.runs):
+        run = await _one_run(
+            target, rate=rate, count=count, message="bench", mode=mode, extra_pids=extra_pids
+        )
+        summaries, encoded = analysis.latencies(run.completed())
+        runs.append({**summaries, "throughput": analysis.throughput(run.executions)})
+        raw.append(
+            {"figure": "latency", "target": label, "index": index, "hdr": encoded, **run.raw()}
+        )
+    return _median_latency(rate, count, runs)
+
+
+def _median_latency(rate: float, count: int, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "rate_per_second": round(rate, 3),
+        "executions_per_run": count,
+        "runs": runs,
+        "median": {
+            name: hdr.median_summary([r[name] for r in runs]) for name in analysis.LATENCIES
+        },
+    }
+
+
+async def replay(target: Distributed, mode: Mode, raw: Raw) -> dict[str, Any]:
+    """Figure 3: resume time with N cached steps before the interrupt; the agent times the
+    re-run of its node (the N cache hits) and the harness times the one bulk read."""
+    from shared.store.mongo import MongoStore
+
+    out: dict[str, Any] = {}
+    store = MongoStore.connect(target.mongodb, target.cluster.database)
+    try:
+        for steps in mode.replay_steps:
+            runs = []
+            for index in range(mode.runs):
+                run = await _one_run(
+                    target, rate=1, count=1, message=f"bench steps={steps}", mode=mode,
+                    extra_pids={},
+                )  # fmt: skip
+                raw.append({"figure": "replay", "steps": steps, "index": index, **run.raw()})
+                runs.append(await _replay_summary(run, steps, store))
+            out[str(steps)] = {
+                "runs": runs,
+                "resume_ms": hdr.median_of(r.get("resume_ms") for r in runs),
+                "replay_us_per_step": hdr.median_of(r.get("replay_us_per_step") for r in runs),
+                "bulk_read_ms": hdr.median_of(r.get("bulk_read_ms") for r in runs),
+            }
+    finally:
+        await store.close()
+    return out
+
+
+async def _replay_summary(run: Run, steps: int, store: Any) -> dict[str, Any]:
+    done = run.completed()
+    if not done:
+        return {"failures": run.failures()}
+    e = done[0]
+    assert e.execution_id is not None
+    began = time.perf_counter()
+    cached = await store.steps.load(e.execution_id)  # what StepRun.open reads, in one query
+    bulk = time.perf_counter() - began
+    resume = (e.resumed_at - e.decided_at) if e.resumed_at and e.decided_at else None
+    return {
+        "cached_steps_stored": len(cached),
+        "resume_ms": round(resume * 1000, 3) if resume is not None else None,
+        "replay_us_per_step": (
+            round(e.replay_seconds * 1e6 / steps, 3) if e.replay_seconds is not None else None
+        ),
+        "bulk_read_ms": round(bulk * 1000, 3),
+    }
+
+
+async def idle(target: Target, mode: Mode, rate: float, raw: Raw) -> dict[str, Any]:
+    """Figure 4: RSS of every process and storage before and after holding N executions
+    suspended."""
+    before_rss = {name: rss_bytes(pid) for name, pid in target.pids().items()}
+    before_storage = await target.storage()
+    client = target.client()
+    try:
+        run = await open_loop(
+            client, target.watcher(client), rate=rate, count=mode.idle_count,
+            message="bench", timeout=mode.timeout, pids=target.pids(), approve=False,
+        )  # fmt: skip
+    finally:
+        await client.aclose()
+    raw.append({"figure": "idle", **run.raw()})
+    await asyncio.sleep(2)  # let in-flight writes and buffers settle before reading RSS
+    after_rss = {name: rss_bytes(pid) for name, pid in target.pids().items()}
+    after_storage = await target.storage()
+    held = sum(1 for e in run.executions if e.status == "suspended")
+    growth = {
+        name: (after_rss[name] or 0) - (before or 0)
+        for name, before in before_rss.items()
+        if name in after_rss
+    }
+    total_growth = sum(growth.values())
+    storage_delta = after_storage["bytes"] - before_storage["bytes"]
+    return {
+        "suspended": held,
+        "rss_before_bytes": before_rss,
+        "rss_after_bytes": after_rss,
+        "rss_growth_bytes": growth,
+        "rss_growth_mb_per_10k": round(total_growth / 1e6 * 10_000 / held, 2) if held else None,
+        "storage_before": before_storage,
+        "storage_after": after_storage,
+        "storage_bytes_per_suspended": round(storage_delta / held) if held else None,
+    }
+
+
+async def peer(
+    kind: str, mode: Mode, rate: float | None, workdir: Path, mongodb: str, raw: Raw
+) -> dict[str, Any]:
+    """Figure 5: a peer's saturation and latency runs, each in a fresh process."""
+    runs = []
+    for index in range(mode.runs):
+        data = await _peer_process(
+            kind, mode.saturation_rate * 10, mode.peer_saturation_count, mode, workdir, mongodb
+        )
+        raw.append({"figure": "peer-throughput", "peer": kind, "index": index, **data})
+        executions = [Execution(**e) for e in data["executions"]]
+        completed = sum(1 for e in executions if e.status == "completed")
+        runs.append(
+            {
+                **analysis.throughput(executions),
+                "cpu_ms_per_execution": analysis.cpu_per_execution(data["cpu"], completed),
+                "failures": [e.error for e in executions if e.error][:3],
+            }
+        )
+    throughput = _median_throughput(runs)
+    latency_rate = rate if rate is not None else (throughput["per_second"] or 1) / 2
+    count = max(mode.latency_min_count, round(latency_rate * mode.latency_seconds))
+    latency_runs = []
+    for index in range(mode.runs):
+        data = await _peer_process(kind, latency_rate, count, mode, workdir, mongodb)
+        executions = [Execution(**e) for e in data["executions"]]
+        summaries, encoded = analysis.latencies(executions)
+        latency_runs.append({**summaries, "throughput": analysis.throughput(executions)})
+        raw.append({"figure": "peer-latency", "peer": kind, "index": index, "hdr": encoded, **data})
+    return {"throughput": throughput, "latency": _median_latency(latency_rate, count, latency_runs)}
+
+
+async def _peer_process(
+    kind: str, rate: float, count: int, mode: Mode, workdir: Path, mongodb: str
+) -> dict[str, Any]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bench.peers", kind, "--rate", str(rate), "--count", str(count),
+        "--timeout", str(mode.timeout), "--workdir", str(workdir / kind), "--mongodb", mongodb,
+        cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"peer {kind} failed: {err.decode(errors='replace')[-800:]}")
+    return dict(json.loads(out.decode().strip().splitlines()[-1]))

@@ -1,0 +1,83 @@
+"""The issue's targets and the peer ratios, computed from the figures (pure)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+FLOOR = "langgraph-mongodb"
+"""The in-process floor with the services' own checkpointer kind (MongoDB saver, FerretDB)."""
+
+
+def _get(data: dict[str, Any], *path: str) -> Any:
+    for key in path:
+        if not isinstance(data, dict) or key not in data:
+            return None
+        data = data[key]
+    return data
+
+
+def _ratio(ours: float | None, theirs: float | None) -> float | None:
+    if ours is None or theirs is None or theirs == 0:
+        return None
+    return round(ours / theirs, 3)
+
+
+def ratios(figures: dict[str, Any]) -> dict[str, Any]:
+    """Interlock (separate processes, 1 sandbox) against each peer: throughput (higher is
+    better), latency p50 and CPU per execution (lower is better)."""
+    dist = figures.get("distributed", {})
+    out: dict[str, Any] = {}
+    for kind, peer in (figures.get("peers") or {}).items():
+        entry = {
+            "throughput": _ratio(
+                _get(dist, "throughput", "1", "per_second"), _get(peer, "throughput", "per_second")
+            ),
+            "cpu_per_execution": _ratio(
+                _get(dist, "throughput", "1", "cpu_ms_per_execution"),
+                _get(peer, "throughput", "cpu_ms_per_execution"),
+            ),
+        }
+        for name in ("invoke_to_suspended", "decision_to_next_step", "decision_to_completed"):
+            entry[f"{name}_p50"] = _ratio(
+                _get(dist, "latency", "median", name, "p50_ms"),
+                _get(peer, "latency", "median", name, "p50_ms"),
+            )
+        out[kind] = entry
+    return out
+
+
+def _target(
+    name: str, goal: str, measured: float | None, limit: float, higher: bool
+) -> dict[str, Any]:
+    if measured is None:
+        return {"name": name, "goal": goal, "measured": None, "met": None, "off_by": None}
+    met = measured >= limit if higher else measured <= limit
+    off_by = None if met else round(limit / measured if higher else measured / limit, 2)
+    return {"name": name, "goal": goal, "measured": measured, "met": met, "off_by": off_by}
+
+
+def evaluate(figures: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each target with the measured figure; ``off_by`` is the factor by which it is missed."""
+    dist = figures.get("distributed", {})
+    best = max(
+        (t.get("per_second") or 0 for t in (dist.get("throughput") or {}).values()), default=None
+    )
+    resume = _get(dist, "latency", "median", "decision_to_next_step") or {}
+    steps = [int(s) for s in (dist.get("replay") or {})]
+    replay = _get(dist, "replay", str(max(steps)), "replay_us_per_step") if steps else None
+    cpu = _get(dist, "throughput", "1", "cpu_ms_per_execution")
+    floor = _get(figures, "peers", FLOOR, "throughput", "cpu_ms_per_execution")
+    return [
+        _target("decision -> next step p50", "<= 15 ms", resume.get("p50_ms"), 15, False),
+        _target("decision -> next step p99", "<= 60 ms", resume.get("p99_ms"), 60, False),
+        _target("full executions per second", ">= 50 /s", best or None, 50, True),
+        _target(
+            "RSS growth per 10,000 suspended",
+            "<= 5 MB",
+            _get(dist, "idle", "rss_growth_mb_per_10k"),
+            5,
+            False,
+        ),
+        _target("replay per cached step", "<= 50 us", replay, 50, False),
+        _target("CPU per execution vs in-process LangGraph", "<= 2x", _ratio(cpu, floor), 2, False),
+    ]

@@ -1,0 +1,176 @@
+"""One benchmark session: every figure of the mode, written as raw and summary JSON, then the
+results page regenerated from the summary."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import figures, goals, machine, profile
+from bench.load import fetch_stamps, open_loop
+from bench.modes import Mode
+from bench.procstats import infra_pids
+from bench.targets import Distributed, Embedded, Target
+from tests.e2e.cluster import REPO
+
+PARTITIONS = 6
+PEERS = ("langgraph-mongodb", "langgraph-sqlite", "dbos-sqlite")
+EMBEDDED_POLL_SECONDS = 0.05
+
+
+def log(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+async def _warm_up(target: Target) -> None:
+    """One execution first, so imports, connections and JIT-free first-call costs are paid
+    before anything is timed."""
+    client = target.client()
+    try:
+        run = await open_loop(
+            client, target.watcher(client), rate=1, count=2, message="bench warm-up",
+            timeout=120, pids={},
+        )  # fmt: skip
+        await fetch_stamps(client, run)
+        if run.failures():
+            raise RuntimeError(f"warm-up failed: {run.failures()}")
+    finally:
+        await client.aclose()
+
+
+async def _distributed(
+    mode: Mode, kafka: str, mongodb: str, workdir: Path, raw: list[Any]
+) -> dict[str, Any]:
+    infra = infra_pids(REPO / ".infra")
+    target = Distributed(kafka=kafka, mongodb=mongodb, workdir=workdir, partitions=PARTITIONS)
+    await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
+    out: dict[str, Any] = {"throughput": {}, "partitions": PARTITIONS}
+    try:
+        log("distributed: starting gateway, orchestrator, notifier, 1 sandbox")
+        await target.start(sandboxes=1)
+        await _warm_up(target)
+        for replicas in mode.sandbox_replicas:
+            if replicas > target.sandboxes():
+                log(f"distributed: adding sandboxes up to {replicas}")
+                await target.add_sandboxes(replicas - target.sandboxes())
+                await _warm_up(target)  # the new replicas get partitions and load agents
+            log(f"figure 1: saturation with {replicas} sandbox(es), {mode.runs} runs")
+            out["throughput"][str(replicas)] = await figures.saturation(
+                target, mode, infra, raw, f"distributed-{replicas}"
+            )
+            if replicas == 1:
+                saturated = out["throughput"]["1"]["per_second"] or 1.0
+                out["latency_rate"] = rate = saturated / 2
+                log(f"figure 2: latency at {rate:.2f}/s (half of {saturated:.2f}/s)")
+                out["latency"] = await figures.latency(target, mode, rate, infra, raw, "dist")
+                if mode.profile_seconds > 0:
+                    out["profile"] = await _profile(target, mode, workdir, saturated)
+                log(f"figure 3: replay with {mode.replay_steps} cached steps")
+                out["replay"] = await figures.replay(target, mode, raw)
+        log(f"figure 4: {mode.idle_count} executions held suspended")
+        out["idle"] = await figures.idle(target, mode, mode.saturation_rate, raw)
+        out["processes"] = sorted(target.pids())
+    finally:
+        target.stop()
+        await target.drop()
+    return out
+
+
+async def _profile(
+    target: Distributed, mode: Mode, workdir: Path, saturated: float
+) -> dict[str, Any]:
+    """Figure 6: py-spy on every service during a saturation run (not one of the timed runs:
+    sampling takes CPU from the services it watches)."""
+    log(f"figure 6: profiling a saturation run for {mode.profile_seconds:g}s")
+    pids = target.pids()
+    client = target.client()
+    # Enough work to keep the services saturated while sampling, and not much more.
+    count = max(mode.saturation_count, math.ceil(saturated * (mode.profile_seconds + 3)))
+    load = asyncio.create_task(
+        open_loop(
+            client, target.watcher(client), rate=mode.saturation_rate, count=count,
+            message="bench", timeout=mode.timeout, pids=pids,
+        )
+    )  # fmt: skip
+    try:
+        await asyncio.sleep(1)  # into the steady part of the run
+        files = await profile.record(pids, mode.profile_seconds, workdir / "profiles")
+        await load
+    finally:
+        await client.aclose()
+    return {
+        "seconds": mode.profile_seconds,
+        "processes": {name: profile.summarise(path) for name, path in files.items()},
+    }
+
+
+async def _embedded(mode: Mode, workdir: Path, raw: list[Any]) -> dict[str, Any]:
+    target = Embedded(workdir=workdir, poll_interval=EMBEDDED_POLL_SECONDS)
+    out: dict[str, Any] = {"poll_interval_seconds": EMBEDDED_POLL_SECONDS}
+    try:
+        log("embedded: starting interlock dev")
+        await target.start()
+        await _warm_up(target)
+        log("figure 1/2: embedded saturation and latency")
+        out["throughput"] = await figures.saturation(target, mode, {}, raw, "embedded")
+        rate = (out["throughput"]["per_second"] or 1.0) / 2
+        out["latency"] = await figures.latency(target, mode, rate, {}, raw, "embedded")
+    finally:
+        target.stop()
+    return out
+
+
+async def measure(mode: Mode, *, kafka: str, mongodb: str, workdir: Path) -> dict[str, Any]:
+    began = time.time()
+    raw: list[Any] = []
+    summary: dict[str, Any] = {
+        "schema": 1,
+        "mode": mode.name,
+        "mode_settings": {k: v for k, v in vars(mode).items() if k != "name"},
+        "machine": machine.describe(REPO / ".infra"),
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(began)),
+    }
+    figures_out: dict[str, Any] = {}
+    figures_out["distributed"] = await _distributed(
+        mode, kafka, mongodb, workdir / "distributed", raw
+    )
+    if mode.embedded:
+        figures_out["embedded"] = await _embedded(mode, workdir / "embedded", raw)
+    if mode.peers:
+        rate = figures_out["distributed"].get("latency_rate")
+        figures_out["peers"] = {}
+        for kind in PEERS:
+            log(f"figure 5: peer {kind}")
+            figures_out["peers"][kind] = await figures.peer(
+                kind, mode, rate, workdir / "peers", mongodb, raw
+            )
+    summary["figures"] = figures_out
+    summary["ratios"] = goals.ratios(figures_out)
+    summary["targets"] = goals.evaluate(figures_out)
+    summary["duration_seconds"] = round(time.time() - began, 1)
+    summary["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    return {"summary": summary, "raw": raw}
+
+
+def write(result: dict[str, Any], out: Path) -> tuple[Path, Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    summary_path, raw_path = out / "summary.json", out / "raw.json"
+    summary_path.write_text(json.dumps(result["summary"], indent=1, sort_keys=True) + "\n")
+    raw_path.write_text(json.dumps(result["raw"]) + "\n")
+    return summary_path, raw_path
+
+
+def scratch(keep: bool) -> Path:
+    path = Path(tempfile.mkdtemp(prefix="interlock-bench-"))
+    if not keep:
+        import atexit
+
+        atexit.register(shutil.rmtree, path, True)
+    return path

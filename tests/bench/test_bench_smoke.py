@@ -1,0 +1,90 @@
+"""The benchmark harness runs end to end (``python -m bench --smoke``) so it cannot rot: every
+figure is produced from this run's own measurements. Timings are never asserted here."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.cluster import REPO
+
+pytestmark = pytest.mark.e2e
+
+FIGURES_OF_DISTRIBUTED = ("throughput", "latency", "replay", "idle")
+LATENCIES = ("invoke_to_suspended", "decision_to_next_step", "decision_to_completed")
+
+
+def _real(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _latency_is_measured(latency: dict[str, Any]) -> None:
+    for name in LATENCIES:
+        figure = latency["median"][name]
+        assert figure["count"] > 0, name
+        assert all(_real(figure[k]) and figure[k] > 0 for k in ("p50_ms", "p99_ms", "p99_9_ms"))
+
+
+@pytest.mark.timeout(600)
+def test_smoke_run_writes_every_figure_from_its_own_measurements(
+    kafka_bootstrap: str, mongodb_uri: str, tmp_path: Path
+) -> None:
+    env = {
+        **os.environ,
+        "INTERLOCK_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
+        "INTERLOCK_MONGODB_URI": mongodb_uri,
+    }
+    docs = tmp_path / "benchmarks.md"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--smoke", "--out", str(tmp_path), "--docs", str(docs)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=540,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    raw = json.loads((tmp_path / "raw.json").read_text())
+    assert summary["mode"] == "smoke" and summary["machine"]["cores"] >= 1
+    dist = summary["figures"]["distributed"]
+    assert set(FIGURES_OF_DISTRIBUTED) <= set(dist)
+
+    # Figure 1: a real rate, and CPU measured for the services of this run.
+    one = dist["throughput"]["1"]
+    assert _real(one["per_second"]) and one["per_second"] > 0
+    assert _real(one["cpu_ms_per_execution"]) and one["cpu_ms_per_execution"] > 0
+    assert not any(run["failures"] for run in one["runs"])
+    # Figure 2, and the peers' figures: each percentile rests on executions of this run.
+    _latency_is_measured(dist["latency"])
+    _latency_is_measured(summary["figures"]["embedded"]["latency"])
+    for kind, peer in summary["figures"]["peers"].items():
+        assert peer["throughput"]["per_second"] > 0, kind
+        _latency_is_measured(peer["latency"])
+    # Figure 3: the cached steps were stored and served.
+    for steps, replay in dist["replay"].items():
+        assert replay["runs"][0]["cached_steps_stored"] >= int(steps)
+        assert _real(replay["replay_us_per_step"]) and _real(replay["bulk_read_ms"])
+    # Figure 4: every execution held suspended, memory and storage read from this run.
+    idle = dist["idle"]
+    assert idle["suspended"] == summary["mode_settings"]["idle_count"]
+    assert idle["storage_bytes_per_suspended"] > 0
+    assert set(idle["rss_after_bytes"]) == set(idle["rss_before_bytes"])
+
+    # Each summary figure is backed by raw executions with their times.
+    executions = [e for entry in raw for e in entry["executions"]]
+    completed = [e for e in executions if e["status"] == "completed"]
+    assert completed and all(e["resumed_at"] and e["decided_at"] for e in completed)
+    assert {t["name"] for t in summary["targets"]} and len(summary["ratios"]) == 3
+
+    page = docs.read_text()
+    assert "## Targets" in page and "## 6." not in page  # smoke mode does not profile
+    assert f"{one['per_second']:,.2f}" in page
