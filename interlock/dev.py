@@ -28,7 +28,7 @@ from interlock.supervisor import try_it_text
 from services.gateway.app import GatewaySettings, create_app
 from services.notifier.app import NotifierSettings
 from services.notifier.app import register as register_notifier
-from services.orchestrator.app import OrchestratorSettings
+from services.orchestrator.app import OrchestratorSettings, abandoned_requests
 from services.orchestrator.app import register as register_orchestrator
 from services.orchestrator.gauges import ExecutionGauges
 from services.sandbox.app import SandboxSettings, publish_agent_versions
@@ -101,7 +101,10 @@ async def serve(settings: DevSettings) -> None:
     wiring_of = embedded if settings.embedded else on_infrastructure
     async with wiring_of(settings) as wiring:
         await wiring.store.ensure_indexes()
-        _, sweeper = register_orchestrator(wiring.bus, settings, wiring.store, wiring.publisher)
+        orchestrator, sweeper = register_orchestrator(
+            wiring.bus, settings, wiring.store, wiring.publisher
+        )
+        abandoned = abandoned_requests(orchestrator, settings, wiring.store)
         _, graphs = register_sandbox(
             wiring.bus, settings, wiring.store, wiring.publisher, wiring.checkpointer
         )
@@ -117,6 +120,7 @@ async def serve(settings: DevSettings) -> None:
         gauges = ExecutionGauges(wiring.store.executions)
         loops = [
             asyncio.create_task(sweeper.run_forever(settings.deadline_poll_seconds)),
+            asyncio.create_task(abandoned.run_forever(settings.deadline_poll_seconds)),
             asyncio.create_task(gauges.run_forever(settings.metrics_poll_seconds)),
         ]
         if isinstance(wiring.bus, KafkaBroker):  # --kafka: the groups' lag is measurable

@@ -9,10 +9,12 @@ reviewers exactly one gets a 202 and the others a 409.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import structlog
@@ -35,6 +37,7 @@ from shared.events import (
     CancelRequested,
     DecisionSubmitted,
     ExecutionRequested,
+    utc_now,
 )
 from shared.store.approvals import Approval
 from shared.store.ports import Claim, Page, Store
@@ -208,11 +211,40 @@ class Intake:
             )
         if created or (execution.status is ExecutionStatus.PENDING and execution.epoch == 0):
             # A retry of an invoke whose publish failed publishes again; the orchestrator
-            # treats the repeat as the same request.
-            await self._publisher.publish(
-                event, self._topics.requested, key=execution_id, headers=headers
-            )
+            # treats the repeat as the same request. A retry first takes the request back from
+            # the sweep that abandons undelivered ones, so it is not ended while delivered.
+            if execution.undelivered_since is not None:
+                execution = await self._mark_undelivered(execution, None)
+                if execution.status is not ExecutionStatus.PENDING:
+                    return execution  # abandoned already: the client invokes anew
+            try:
+                await self._publisher.publish(
+                    event, self._topics.requested, key=execution_id, headers=headers
+                )
+            except Exception:
+                # The client is answered 503 and retries; if it never does, the orchestrator
+                # abandons the execution (services/orchestrator/abandoned.py).
+                with contextlib.suppress(Exception):
+                    await self._mark_undelivered(execution, utc_now())
+                raise
         log.info("invoke.accepted", execution_id=execution_id, created=created, agent=agent)
+        return execution
+
+    async def _mark_undelivered(self, execution: Execution, since: datetime | None) -> Execution:
+        """Set (or with None clear) ``undelivered_since`` on a never-dispatched execution by
+        compare-and-set; returns the stored execution (unchanged if it moved on)."""
+        for _ in range(5):
+            if execution.status is not ExecutionStatus.PENDING or execution.epoch != 0:
+                return execution
+            marked = execution.model_copy(update={"undelivered_since": since})
+            if await self._store.executions.replace(marked, expected_version=execution.version):
+                return marked.model_copy(update={"version": execution.version + 1})
+            reloaded = await self._store.executions.get(
+                execution.project_id, execution.execution_id
+            )
+            if reloaded is None:
+                return execution
+            execution = reloaded
         return execution
 
     async def get(self, project_id: str, workspace_id: str, execution_id: str) -> Execution:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Self
 
 from faststream import FastStream
 from pydantic import Field, model_validator
 
+from services.orchestrator.abandoned import AbandonedRequests
 from services.orchestrator.deadlines import DeadlineSweeper
 from services.orchestrator.gauges import ExecutionGauges
 from services.orchestrator.handlers import Orchestrator
@@ -37,7 +38,11 @@ SERVICE = "orchestrator"
 
 class OrchestratorSettings(CommonSettings):
     deadline_poll_seconds: float = Field(default=5.0, gt=0, le=3600)
-    """How often each replica looks for suspensions past a deadline."""
+    """How often each replica looks for suspensions past a deadline (and for requests to
+    abandon)."""
+    abandon_undelivered_after_seconds: float = Field(default=600.0, gt=0)
+    """How long a request the gateway could not deliver (503) waits for its client's retry
+    before it ends in ``error`` (``services/orchestrator/abandoned.py``)."""
     clock_file: Path | None = None
     """Tests only: a file holding an ISO 8601 time that replaces the wall clock for deadlines
     (the wall clock while it is missing). Refused in production."""
@@ -92,17 +97,30 @@ def register(
     return orchestrator, sweeper
 
 
+def abandoned_requests(
+    orchestrator: Orchestrator, settings: OrchestratorSettings, store: Store
+) -> AbandonedRequests:
+    return AbandonedRequests(
+        executions=store.executions,
+        orchestrator=orchestrator,
+        clock=clock_of(settings),
+        abandon_after=timedelta(seconds=settings.abandon_undelivered_after_seconds),
+    )
+
+
 def create_app(settings: OrchestratorSettings | None = None) -> FastStream:
     settings = settings or OrchestratorSettings()
     configure_logging(SERVICE, level=settings.log_level, fmt=settings.log_format)
     configure_tracing(SERVICE)
     broker = create_broker(settings, SERVICE)
     store = MongoStore.connect(settings.mongodb_uri, settings.mongodb_database)
-    _, sweeper = register(broker, settings, store, KafkaPublisher(broker))
+    orchestrator, sweeper = register(broker, settings, store, KafkaPublisher(broker))
+    abandoned = abandoned_requests(orchestrator, settings, store)
     gauges = ExecutionGauges(store.executions)
     lag = consumer_lag_of(broker, settings)
     start_loops, stop_loops = background_hooks(
         lambda: sweeper.run_forever(settings.deadline_poll_seconds),
+        lambda: abandoned.run_forever(settings.deadline_poll_seconds),
         lambda: gauges.run_forever(settings.metrics_poll_seconds),
         lambda: lag.run_forever(settings.metrics_poll_seconds),
     )

@@ -43,7 +43,7 @@ MAX_CAS_ATTEMPTS = 8
 
 
 class DeadlineFired(EventModel):
-    """The cause recorded for what a deadline does (never published)."""
+    """The cause recorded for what a deadline or a sweep does (never published)."""
 
     execution_id: str
     project_id: str
@@ -161,6 +161,28 @@ class Orchestrator:
             metrics.DEADLINES_FIRED.labels(kind.value).inc()
             log.info("deadline.fired", kind=kind.value, execution_id=execution.execution_id)
         return int(fired)
+
+    async def abandon(self, execution: Execution, cutoff: datetime) -> int:
+        """End a request left undelivered since before ``cutoff`` (the sweeper calls this); 1
+        if this call ended it, 0 if a retry delivered it or another replica ended it first."""
+        cause = DeadlineFired(
+            event_id=f"{execution.execution_id}:abandoned",
+            execution_id=execution.execution_id,
+            project_id=execution.project_id,
+            workspace_id=execution.workspace_id,
+        )
+        ended = False
+
+        def end(current: Execution) -> sm.Outcome:
+            nonlocal ended
+            outcome = sm.on_abandoned(current, cutoff=cutoff)
+            ended = bool(outcome.transitions)
+            return outcome
+
+        await self._apply(execution, end, cause)
+        if ended:
+            log.warning("request.abandoned", execution_id=execution.execution_id)
+        return int(ended)
 
     async def on_reported(self, event: ExecutionReported) -> None:
         execution = await self._load(event)

@@ -15,6 +15,7 @@ topics: a suspension seen before its ``started`` report implies the ``running`` 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from shared.domain.deadlines import CANCEL, DeadlineKind, Deadlines
 from shared.domain.decisions import DecisionError, resolve_decision
@@ -162,6 +163,29 @@ def on_requested(execution: Execution, event: ExecutionRequested) -> Outcome:
         )
         return Outcome(with_audit(execution, entry).model_copy(update={"epoch": 1}))
     return Outcome(execution, ignored="already dispatched")
+
+
+def on_abandoned(execution: Execution, *, cutoff: datetime) -> Outcome:
+    """A request the gateway could not deliver (its client was told 503 and to retry) that no
+    retry delivered since ``cutoff``: it ends in ``error`` rather than waiting forever, and a late
+    copy of the request is then ignored, as the 503 said."""
+    since = execution.undelivered_since
+    if execution.status is not S.PENDING or execution.epoch != 0 or since is None:
+        return Outcome(execution, ignored="the request was delivered")
+    if since > cutoff:
+        return Outcome(execution, ignored="not undelivered for long enough")
+    message = (
+        "the request never reached the event bus (the client was answered 503) and was not"
+        " retried; invoke again"
+    )
+    walk = _Walk(execution)
+    walk.to(
+        S.ERROR,
+        actor=ORCHESTRATOR,
+        reason="request not delivered",
+        error={"error_type": "RequestNotDelivered", "message": message},
+    )
+    return walk.outcome()
 
 
 def on_started(execution: Execution, report: ExecutionReported) -> Outcome:

@@ -109,6 +109,10 @@ class Execution(BaseModel):
     audit: list[AuditEntry] = Field(default_factory=list)
     created_at: datetime = Field(default_factory=utc_now)
     updated_at: datetime = Field(default_factory=utc_now)
+    undelivered_since: datetime | None = None
+    """Set when the gateway could not get the request onto the bus (its client was told 503),
+    cleared when a retry delivers it. A request left undelivered is abandoned by the
+    orchestrator after a while (status ``error``), so nothing stays pending forever."""
     trace_context: dict[str, str] | None = None
     """The W3C trace context of the request that created the execution: every later run
     segment (a resume days later has a trace of its own) links back to it."""
@@ -152,3 +156,17 @@ def next_deadline(execution: Execution) -> datetime | None:
     if execution.status is not ExecutionStatus.SUSPENDED or suspension is None:
         return None
     return suspension.deadlines.next_at() if suspension.deadlines else None
+
+
+def undelivered(executions: list[Execution], cutoff: datetime, limit: int) -> list[Execution]:
+    """The store query ``undelivered_before`` over executions at hand (the stores that filter in
+    Python use it, so they agree)."""
+    found = [
+        e
+        for e in executions
+        if e.status is ExecutionStatus.PENDING
+        and e.epoch == 0
+        and e.undelivered_since is not None
+        and e.undelivered_since <= cutoff
+    ]
+    return sorted(found, key=lambda e: (e.undelivered_since, e.execution_id))[:limit]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from datetime import datetime
 
-from shared.domain.execution import Execution, ExecutionStatus, next_deadline
+from shared.domain.execution import Execution, ExecutionStatus, next_deadline, undelivered
 from shared.store.agent_versions import InMemoryAgentVersions
 from shared.store.api_keys import InMemoryApiKeys
 from shared.store.approvals import InMemoryApprovals
@@ -26,6 +26,9 @@ class InMemoryExecutionStore:
 
     async def due_deadlines(self, now: datetime, *, limit: int = 100) -> list[Execution]:
         return await _due(list(self._items.values()), now, limit)
+
+    async def undelivered_before(self, cutoff: datetime, *, limit: int = 100) -> list[Execution]:
+        return undelivered(list(self._items.values()), cutoff, limit)
 
     async def count_by_status(self) -> dict[ExecutionStatus, int]:
         return dict(Counter(e.status for e in self._items.values()))

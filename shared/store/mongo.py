@@ -48,6 +48,11 @@ def _scope_fields(execution: Execution) -> Document:
         "version": execution.version,
         "created_key": execution.created_at.isoformat(),
         "deadline_key": _deadline_key(execution),
+        "undelivered_key": (
+            None
+            if execution.undelivered_since is None or execution.epoch != 0
+            else _time_key(execution.undelivered_since)
+        ),
         "body": execution.model_dump_json(),
     }
 
@@ -191,6 +196,19 @@ class MongoExecutionStore:
                 }
             )
             .sort([("deadline_key", ASCENDING)])
+            .limit(limit)
+        )
+        return [_from_document(d) async for d in found]
+
+    async def undelivered_before(self, cutoff: datetime, *, limit: int = 100) -> list[Execution]:
+        found = (
+            self._heads.find(
+                {
+                    "status": ExecutionStatus.PENDING.value,
+                    "undelivered_key": {"$lte": _time_key(cutoff)},
+                }
+            )
+            .sort([("undelivered_key", ASCENDING), ("_id", ASCENDING)])
             .limit(limit)
         )
         return [_from_document(d) async for d in found]

@@ -44,6 +44,11 @@ class ExecutionStore(Protocol):
         ``now``, earliest first (the deadline sweeper's query)."""
         ...
 
+    async def undelivered_before(self, cutoff: datetime, *, limit: int = 100) -> list[Execution]:
+        """Pending executions, across projects, whose request the gateway could not deliver at
+        or before ``cutoff`` and no retry delivered since (``undelivered_since``), oldest first."""
+        ...
+
     async def count_by_status(self) -> dict[ExecutionStatus, int]:
         """How many executions, across projects, are in each status (statuses with none are
         left out): the executions and pending-reviews gauges' query."""

@@ -157,6 +157,37 @@ async def test_concurrent_marks_of_one_new_command_all_succeed(store: Store) -> 
         assert await store.sent_commands.was_sent(f"cmd-{round_}")
 
 
+async def test_undelivered_before_lists_pending_requests_left_undelivered(store: Store) -> None:
+    now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+    minute = timedelta(minutes=1)
+
+    def undelivered(execution_id: str, since: datetime | None, **changes: object) -> Execution:
+        return f.pending(execution_id).model_copy(update={"undelivered_since": since, **changes})
+
+    for execution in [
+        undelivered("ud-late", now - 10 * minute),
+        undelivered("ud-older", now - 20 * minute, project_id="proj-2"),
+        undelivered("ud-recent", now + minute),
+        undelivered("ud-delivered", None),
+        undelivered("ud-dispatched", now - 30 * minute, epoch=1),
+        undelivered("ud-ended", now - 30 * minute, status=ExecutionStatus.ERROR),
+    ]:
+        await store.executions.create(execution)
+    found = await store.executions.undelivered_before(now)
+    assert [e.execution_id for e in found] == ["ud-older", "ud-late"]
+    assert [e.execution_id for e in await store.executions.undelivered_before(now, limit=1)] == [
+        "ud-older"
+    ]
+    # A retry clears the mark: the request is no longer the sweep's.
+    late = await store.executions.get("proj-1", "ud-late")
+    assert late is not None
+    cleared = late.model_copy(update={"undelivered_since": None})
+    assert await store.executions.replace(cleared, expected_version=late.version)
+    assert [e.execution_id for e in await store.executions.undelivered_before(now)] == [
+        "ud-older"
+    ]
+
+
 async def test_count_by_status_counts_the_latest_version_across_projects(store: Store) -> None:
     assert await store.executions.count_by_status() == {}
     await store.executions.create(f.pending("count-a"))

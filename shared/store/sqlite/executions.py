@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from shared.domain.execution import Execution, ExecutionStatus, next_deadline
+from shared.domain.execution import Execution, ExecutionStatus, next_deadline, undelivered
 from shared.store.cursor import decode_cursor, encode_cursor
 from shared.store.ports import Claim, Page
 from shared.store.sqlite.database import Database
@@ -107,6 +107,14 @@ class SqliteExecutionStore:
             if at is not None and at <= now:
                 due.append((at, execution))
         return [e for _, e in sorted(due, key=lambda pair: pair[0])][:limit]
+
+    async def undelivered_before(self, cutoff: datetime, *, limit: int = 100) -> list[Execution]:
+        # Rare (a broker outage's leftovers): read the pending ones and pick in Python.
+        rows = await self._db.fetch_all(
+            "SELECT body FROM executions WHERE status = ?", (ExecutionStatus.PENDING.value,)
+        )
+        pending = [Execution.model_validate_json(row["body"]) for row in rows]
+        return undelivered(pending, cutoff, limit)
 
     async def count_by_status(self) -> dict[ExecutionStatus, int]:
         rows = await self._db.fetch_all(
