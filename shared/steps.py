@@ -63,6 +63,8 @@ Fence = Callable[[], Awaitable[None]]
 DEFAULT_MAX_RESULT_BYTES = 1_000_000
 KEY_PARAMETER = "idempotency_key"
 KEY_HASH_CHARS = 24
+REPLAYED_LOGGED = 20
+"""How many of a run's replayed steps its ``steps.replayed`` line lists (all are counted)."""
 
 
 class StepError(InterlockError):
@@ -97,6 +99,9 @@ class StepRun:
         default_factory=dict, init=False, repr=False
     )
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    replayed: list[StepRecord] = field(default_factory=list, init=False, repr=False)
+    """The steps this run served from the cache, in order: logged once when the run ends (one
+    line per step would cost more than serving the step)."""
 
     @classmethod
     async def open(
@@ -146,6 +151,21 @@ def step_run(run: StepRun) -> Iterator[StepRun]:
         yield run
     finally:
         _current_run.reset(token)
+        if run.replayed:
+            log.info(
+                "steps.replayed",
+                execution_id=run.execution_id,
+                count=len(run.replayed),
+                steps=[
+                    {
+                        "step": r.name,
+                        "key": r.key,
+                        "stored_epoch": r.epoch,
+                        "stored_attempt": r.attempt,
+                    }
+                    for r in run.replayed[:REPLAYED_LOGGED]
+                ],
+            )
 
 
 def current_idempotency_key() -> str:
@@ -224,7 +244,20 @@ def _cached_adapter(annotation: Any) -> TypeAdapter[Any]:
 
 
 def _codec(fn: Callable[..., Any], name: str) -> TypeAdapter[Any]:
-    """The TypeAdapter of the function's return type, so results come back as the same types."""
+    """The TypeAdapter of the function's return type, so results come back as the same types.
+    Worked out once per function: resolving type hints costs more than serving a cached step."""
+    try:
+        return _codec_of_function(fn, name)
+    except TypeError:  # an unhashable callable: worked out each time
+        return _uncached_codec(fn, name)
+
+
+@functools.lru_cache(maxsize=1024)
+def _codec_of_function(fn: Callable[..., Any], name: str) -> TypeAdapter[Any]:
+    return _uncached_codec(fn, name)
+
+
+def _uncached_codec(fn: Callable[..., Any], name: str) -> TypeAdapter[Any]:
     annotation = _return_annotation(fn, name)
     try:
         try:
@@ -338,14 +371,8 @@ def _hit(run: StepRun, codec: TypeAdapter[Any], key: str) -> tuple[bool, Any]:
         metrics.STEP_CACHE.labels("miss").inc()
         return False, None
     metrics.STEP_CACHE.labels("hit").inc()
-    log.info(
-        "step.cached",
-        step=record.name,
-        key=key,
-        execution_id=run.execution_id,
-        stored_epoch=record.epoch,
-        stored_attempt=record.attempt,
-    )
+    with run._lock:
+        run.replayed.append(record)
     return True, _decode(codec, record)
 
 

@@ -143,8 +143,10 @@ async def test_a_step_before_interrupt_runs_once_and_the_resumed_node_gets_its_r
 
     assert outbox == ["ana@example.com"]
     assert done["sent"] == sent and done["decision"] == "approve"
-    cached = [e for e in logs if e["event"] == "step.cached"]
-    assert [(e["step"], e["stored_epoch"]) for e in cached] == [("send_email", 1)]
+    # One line for the run lists what it served from the cache.
+    [replayed] = [e for e in logs if e["event"] == "steps.replayed"]
+    assert replayed["count"] == 1
+    assert [(s["step"], s["stored_epoch"]) for s in replayed["steps"]] == [("send_email", 1)]
     stored = list((await store.load(EXEC)).values())
     assert [(r.name, r.epoch, r.result) for r in stored] == [("send_email", 1, f'"{sent}"')]
     # Sync nodes run in LangGraph's worker threads, async ones on the loop: both paths taken.
@@ -214,7 +216,8 @@ async def test_steps_of_one_name_get_distinct_keys_that_are_stable_across_resume
     assert len(set(keys_seen)) == 3
     assert all(k.startswith(f"{EXEC}:{stamp.__qualname__}:") for k in keys_seen)
     assert set(await store.load(EXEC)) == set(keys_seen)
-    assert [e["key"] for e in logs if e["event"] == "step.cached"] == keys_seen
+    [replayed] = [e for e in logs if e["event"] == "steps.replayed"]
+    assert [s["key"] for s in replayed["steps"]] == keys_seen
 
 
 async def test_gathered_steps_keep_their_keys_whatever_order_they_finish_in() -> None:
