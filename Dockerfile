@@ -18,18 +18,19 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
 
 WORKDIR /src
 # Only what the wheel is built from (.dockerignore lets nothing else in).
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY shared/ shared/
 COPY services/ services/
 COPY interlock/ interlock/
 COPY agents/ agents/
 
 # Every dependency ships binary wheels for CPython 3.11 on manylinux, so no compiler is needed
-# here either; installing the wheel (not the source tree) keeps tests and tooling out.
+# here either; installing the wheel (not the source tree) keeps tests and tooling out. The
+# versions are those of constraints.txt, the ones the test suite ran with.
 # (pip stays in the virtualenv: an image that adds your agents installs them with it.)
 RUN python -m venv /opt/interlock \
  && python -m pip wheel --no-deps --wheel-dir /wheels . \
- && /opt/interlock/bin/pip install --only-binary=:all: /wheels/interlock-*.whl
+ && /opt/interlock/bin/pip install --only-binary=:all: -c constraints.txt /wheels/interlock-*.whl
 
 # ---------------------------------------------------------------- runtime
 FROM ${PYTHON_IMAGE} AS runtime

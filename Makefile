@@ -11,18 +11,21 @@ INFRA := bash infra/infra.sh
 # it in any environment but development.
 DEV_KEY := ilk_00000000000000de_development-key-not-for-production-use-000
 
-.PHONY: help venv infra-up infra-down topics up up-fg down dev test test-unit lint format asyncapi clean bench bench-full chaos
+.PHONY: help venv lock infra-up infra-down topics up up-fg down dev test test-unit lint format asyncapi clean bench bench-full chaos
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
-venv: $(STAMP) ## Create .venv and install Interlock with its dev tools
+venv: $(STAMP) ## Create .venv and install Interlock with its dev tools (versions from constraints.txt)
+
+lock: ## Resolve the dependencies afresh and write their exact versions to constraints.txt
+	@bash scripts/lock.sh
 
 infra-up: ## Start Kafka (KRaft) and FerretDB on loopback; prints the settings
 	@$(INFRA) up

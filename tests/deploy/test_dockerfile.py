@@ -75,6 +75,7 @@ def test_the_context_holds_the_package_sources_and_nothing_else() -> None:
     for kept in (
         "pyproject.toml",
         "README.md",
+        "constraints.txt",
         "shared/settings.py",
         "services/gateway/web/static/app.js",
         "interlock/cli.py",
@@ -125,4 +126,6 @@ def test_the_context_has_everything_the_wheel_is_built_from() -> None:
             assert (REPO / source).exists(), source
             assert not dockerignore_excludes(source.rstrip("/")), source
             copied = Path(source.rstrip("/"))
-            assert copied.parts[0] in [*packages, "pyproject.toml", "README.md"], source
+            # The constraints pin the image's dependencies to the versions the suite ran with.
+            allowed = [*packages, "pyproject.toml", "README.md", "constraints.txt"]
+            assert copied.parts[0] in allowed, source
