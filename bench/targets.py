@@ -54,6 +54,9 @@ class Distributed:
         self.cluster.env.update(NO_RATE_LIMIT)
         self.cluster.env["INTERLOCK_TOPIC_PARTITIONS"] = str(partitions)
         self.cluster.env["INTERLOCK_MONGODB_DATABASE"] = f"bench_{self.cluster.run_id}"
+        # Production's gauge interval, not the tests' quick one: the measured system is the
+        # one that would be deployed (each refresh counts executions in the store).
+        self.cluster.env.pop("INTERLOCK_METRICS_POLL_SECONDS", None)
         self.partitions = partitions
         self._key = ""
 

@@ -77,14 +77,14 @@ async def embedded(settings: DevSettings) -> AsyncIterator[Wiring]:
 
 @asynccontextmanager
 async def on_infrastructure(settings: DevSettings) -> AsyncIterator[Wiring]:
-    from langgraph.checkpoint.mongodb import MongoDBSaver
+    from services.sandbox.mongo_saver import PointReadMongoDBSaver
 
     await ensure_topics(settings)
     store = MongoStore.connect(settings.mongodb_uri, settings.mongodb_database)
     client: MongoClient[Any] = MongoClient(settings.mongodb_uri, tz_aware=True)
     try:
         checkpointer = await asyncio.to_thread(
-            MongoDBSaver, client, db_name=settings.mongodb_database
+            PointReadMongoDBSaver, client, db_name=settings.mongodb_database
         )
         broker = create_broker(settings, "interlock-dev")
         yield Wiring(

@@ -9,12 +9,12 @@ from typing import Any, Self
 import structlog
 from faststream import FastStream
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.checkpoint.mongodb import MongoDBSaver
 from pydantic import Field, model_validator
 from pymongo import MongoClient
 
 from services.sandbox.checkpointer import GuardedSaver
 from services.sandbox.handlers import Sandbox
+from services.sandbox.mongo_saver import PointReadMongoDBSaver
 from services.sandbox.runner import AgentRunner, GraphCache
 from shared.agents import load_registry
 from shared.background import background_hooks
@@ -148,7 +148,7 @@ def create_app(settings: SandboxSettings | None = None) -> FastStream:
             settings.mongodb_uri, serverSelectionTimeoutMS=5_000, tz_aware=True
         )
         checkpointer = await asyncio.to_thread(
-            MongoDBSaver, sync_client, db_name=settings.mongodb_database
+            PointReadMongoDBSaver, sync_client, db_name=settings.mongodb_database
         )
         sandbox, graphs = build_sandbox(settings, store, publisher, checkpointer)
         await publish_agent_versions(graphs, store)

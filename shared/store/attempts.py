@@ -18,6 +18,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
 from shared.events import utc_now
+from shared.store.highest import highest
 
 MAX_BEGIN_RACES = 20
 
@@ -64,10 +65,11 @@ class MongoAttemptLedger:
 
     async def begin(self, execution_id: str, epoch: int) -> int:
         for _ in range(MAX_BEGIN_RACES):
-            latest = await self._collection.find_one(
-                {"execution_id": execution_id, "epoch": epoch},
-                {"attempt": 1},
-                sort=[("attempt", DESCENDING)],
+            latest = await highest(
+                self._collection.find(
+                    {"execution_id": execution_id, "epoch": epoch}, {"attempt": 1}
+                ),
+                "attempt",
             )
             attempt = (int(latest["attempt"]) if latest else 0) + 1
             try:

@@ -27,6 +27,7 @@ from shared.store.api_keys import MongoApiKeys
 from shared.store.approvals import MongoApprovals
 from shared.store.attempts import MongoAttemptLedger
 from shared.store.cursor import decode_cursor, encode_cursor
+from shared.store.highest import highest
 from shared.store.notifications import MongoNotifications
 from shared.store.ports import Claim, Page, StepRecord
 from shared.store.progress import MongoProgressLog
@@ -164,16 +165,14 @@ class MongoExecutionStore:
         return True
 
     async def _latest(self, query: Document) -> Execution | None:
-        document = await self._versions.find_one(query, sort=[("version", DESCENDING)])
+        document = await highest(self._versions.find(query), "version")
         return _from_document(document) if document is not None else None
 
     async def _refresh_head(self, execution_id: str) -> None:
         """Point the head at the latest version. A writer that loses a race may write an older
         head after a newer one; it then sees the newer version on its check and writes again."""
         for _ in range(HEAD_REFRESH_ATTEMPTS):
-            latest = await self._versions.find_one(
-                {"execution_id": execution_id}, sort=[("version", DESCENDING)]
-            )
+            latest = await highest(self._versions.find({"execution_id": execution_id}), "version")
             if latest is None:
                 return
             head = {k: v for k, v in latest.items() if k != "_id"}
@@ -181,8 +180,8 @@ class MongoExecutionStore:
                 await self._heads.replace_one({"_id": execution_id}, head, upsert=True)
             except DuplicateKeyError:
                 continue  # a concurrent writer inserted the head first: update it next round
-            check = await self._versions.find_one(
-                {"execution_id": execution_id}, {"version": 1}, sort=[("version", DESCENDING)]
+            check = await highest(
+                self._versions.find({"execution_id": execution_id}, {"version": 1}), "version"
             )
             if check is not None and check["version"] == latest["version"]:
                 return

@@ -5,6 +5,7 @@ run settle and checks the invariants (tests/chaos/invariants.py) over everything
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import signal
 import time
@@ -13,7 +14,7 @@ from tests.chaos import poison
 from tests.chaos.harness import kill
 from tests.chaos.runner import Context, Scenario
 from tests.chaos.workload import TERMINAL
-from tests.e2e.cluster import SERVICES
+from tests.e2e.cluster import REPO, SERVICES
 from tests.e2e.test_replay import wait_caught_up
 from tests.eventually import eventually
 
@@ -291,20 +292,55 @@ async def ferretdb_down(ctx: Context, seconds: float = 30) -> None:
 # --- soak --------------------------------------------------------------------------------------
 
 
+SOAK_DEFAULT_RATE = 0.5
+"""Executions a second when no benchmark result says what saturation is on this machine."""
+
+
+def soak_rate() -> tuple[float, str]:
+    """Half of the saturation the latest benchmark measured (1 sandbox), else the default."""
+    for mode in ("full", "quick"):
+        path = REPO / "bench" / "results" / mode / "summary.json"
+        try:
+            throughput = json.loads(path.read_text())["figures"]["distributed"]["throughput"]
+            saturation = float(throughput["1"]["per_second"])
+        except (OSError, KeyError, TypeError, ValueError):
+            continue
+        if saturation > 0:
+            return min(
+                max(saturation / 2, 0.1), 5.0
+            ), f"half of {saturation:.2f}/s ({path.name}, {mode})"
+    return SOAK_DEFAULT_RATE, "no benchmark result: default rate"
+
+
 async def soak(ctx: Context, minutes: float = 10, every: float = 20) -> None:
-    """Steady load with a random service kill every ``every`` seconds."""
+    """Load at half of the measured saturation with a random fault every ``every`` seconds: a
+    service process SIGKILLed, or the (private) broker or database SIGKILLed and restarted."""
     rng = random.Random()
     seed = rng.randrange(2**32)
     rng.seed(seed)
-    ctx.notes.append(f"seed {seed}")
+    rate, why = soak_rate()
+    ctx.notes.append(f"seed {seed}; {rate:.2f} executions/s ({why})")
     end = time.monotonic() + minutes * 60
-    ctx.workload.start(int(minutes * 60 / 2), spacing=2, deadline_seconds=minutes * 60 + 300)
+    ctx.workload.start(
+        int(minutes * 60 * rate), spacing=1 / rate, deadline_seconds=minutes * 60 + 300
+    )
+    faults = [*SERVICES, *(("kafka", "ferretdb") if ctx.infra is not None else ())]
     while time.monotonic() < end:
         await asyncio.sleep(every)
-        service = rng.choice(SERVICES)
-        index = rng.randrange(len(ctx.cluster.processes[service]))
-        ctx.faults += kill(ctx.cluster, service, index)
-        ctx.notes.append(f"{service}-{index}")
+        target = rng.choice(faults)
+        if target == "kafka" and ctx.infra is not None:
+            ctx.infra.kill_kafka()
+            await asyncio.sleep(3)
+            await ctx.infra.start_kafka()
+        elif target == "ferretdb" and ctx.infra is not None:
+            ctx.infra.kill_ferretdb()
+            await asyncio.sleep(2)
+            await ctx.infra.start_ferretdb()
+        else:
+            index = rng.randrange(len(ctx.cluster.processes[target]))
+            ctx.faults += kill(ctx.cluster, target, index)
+            target = f"{target}-{index}"
+        ctx.notes.append(target)
 
 
 ALL_POINTS = f"{SANDBOX_POINTS[0]}=crash,{SANDBOX_POINTS[1]}=crash,{SANDBOX_POINTS[2]}=crash"
@@ -332,7 +368,7 @@ SCENARIOS: list[Scenario] = [
     Scenario("kafka-down-60s", kafka_down, private_infra=True, settle_seconds=400),
     Scenario("ferretdb-sigkill-restart", ferretdb_restart, private_infra=True, settle_seconds=300),
     Scenario("ferretdb-down-30s", ferretdb_down, private_infra=True, settle_seconds=400),
-    Scenario("soak-10min", soak, settle_seconds=400),
+    Scenario("soak-10min", soak, private_infra=True, settle_seconds=400),
 ]
 
 
