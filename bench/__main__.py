@@ -16,6 +16,9 @@ from bench.run import log, measure, scratch, write
 from tests.e2e.cluster import REPO
 
 DOCS = REPO / "docs" / "benchmarks.md"
+FINDINGS = REPO / "bench" / "findings.md"
+"""The hand-written reading of the figures (what limits them, what was fixed, what is next),
+placed on the page after the generated findings."""
 
 
 def _relative(path: Path) -> str:
@@ -28,7 +31,8 @@ def _relative(path: Path) -> str:
 def regenerate(summary_path: Path, docs: Path) -> None:
     summary = json.loads(summary_path.read_text())
     docs.parent.mkdir(parents=True, exist_ok=True)
-    docs.write_text(report.render(summary, _relative(summary_path)))
+    findings = FINDINGS.read_text() if FINDINGS.exists() else ""
+    docs.write_text(report.render(summary, _relative(summary_path), findings))
 
 
 def main() -> None:

@@ -55,9 +55,9 @@ def _conditions(s: dict[str, Any]) -> list[str]:
         " backend), all on loopback; every process of the benchmark on this one machine.",
         "- " + ", ".join(f"{k} {v}" for k, v in pk.items() if v),
         f"- Load average {m['load_average_at_start']} at the start and"
-        f" {s['load_average_at_end']} at the end. The machine was shared with other work"
-        " (other engineers' test suites) during the run: each run's `machine_busy_seconds` in"
-        " the JSON against the CPU of the measured processes shows how much.",
+        f" {s['load_average_at_end']} at the end (1-minute, 5, 15). Whatever else ran on the"
+        " machine shows in each run's `machine_busy_seconds` in the JSON, against the CPU of the"
+        " measured processes, and in the CPU split below.",
         "",
     ]
 
