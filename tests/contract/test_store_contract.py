@@ -183,9 +183,7 @@ async def test_undelivered_before_lists_pending_requests_left_undelivered(store:
     assert late is not None
     cleared = late.model_copy(update={"undelivered_since": None})
     assert await store.executions.replace(cleared, expected_version=late.version)
-    assert [e.execution_id for e in await store.executions.undelivered_before(now)] == [
-        "ud-older"
-    ]
+    assert [e.execution_id for e in await store.executions.undelivered_before(now)] == ["ud-older"]
 
 
 async def test_count_by_status_counts_the_latest_version_across_projects(store: Store) -> None:
