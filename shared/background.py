@@ -7,6 +7,10 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 
+import structlog
+
+log = structlog.get_logger(__name__)
+
 Hook = Callable[[], Awaitable[None]]
 
 
@@ -30,3 +34,16 @@ def background_hooks(*loops: Callable[[], Awaitable[None]]) -> tuple[Hook, Hook]
 
 async def _as_coroutine(loop: Callable[[], Awaitable[None]]) -> None:
     await loop()
+
+
+async def every(
+    seconds: float, tick: Callable[[], Awaitable[object]], *, failed: str, level: str = "error"
+) -> None:
+    """Run ``tick`` every ``seconds``, forever. A failing tick (the database or the broker
+    blinked) is logged as ``failed`` and the next one retries: the loop itself never dies."""
+    while True:
+        try:
+            await tick()
+        except Exception:
+            getattr(log, level)(failed, exc_info=True)
+        await asyncio.sleep(seconds)

@@ -340,6 +340,7 @@ def route(
         ack_policy=AckPolicy.NACK_ON_ERROR,
         max_poll_interval_ms=max_poll_interval_ms,
         session_timeout_ms=settings.kafka_session_timeout_ms,
+        group_instance_id=settings.group_instance_id(topic),
         heartbeat_interval_ms=max(1_000, settings.kafka_session_timeout_ms // 3),
         title=f"{service}:{topic}",
     )(handler)

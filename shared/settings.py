@@ -23,6 +23,10 @@ class CommonSettings(BaseSettings):
     kafka_bootstrap_servers: str = "127.0.0.1:19092"
     mongodb_uri: str = "mongodb://127.0.0.1:27117/"
     mongodb_database: str = "interlock"
+    mongodb_slow_command_ms: float | None = Field(default=None, gt=0)
+    """Log every database command slower than this (``store.slow_command``, with its collection
+    and the field names it filters on). None: only the ``interlock_store_command_seconds``
+    histogram."""
     topic_prefix: str = Field(default="", pattern=r"^[A-Za-z0-9._-]*$")
     """Prepended to every topic name; lets test runs share one broker without crosstalk."""
     topic_partitions: int = Field(default=DEFAULT_PARTITIONS, ge=1, le=1000)
@@ -39,6 +43,14 @@ class CommonSettings(BaseSettings):
     kafka_ssl_keyfile: Path | None = None
     kafka_session_timeout_ms: int = Field(default=10_000, ge=3_000, le=300_000)
     """How soon Kafka gives a dead or frozen replica's partitions to another replica."""
+    kafka_group_instance_id: str | None = Field(
+        default=None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._-]+$"
+    )
+    """Static group membership (KIP-345): a name this replica keeps across restarts (the pod's
+    name in Kubernetes). A replica that crashes and comes back within the session timeout takes
+    its partitions back without a rebalance, so the other replicas never pause. The price: a
+    replica stopped for good holds its partitions until the session timeout, since a static
+    member does not leave its group. Unique per live replica; None: dynamic membership."""
     agents_file: Path = DEFAULT_AGENTS_FILE
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["auto", "json", "console"] = "auto"
@@ -73,3 +85,10 @@ class CommonSettings(BaseSettings):
 
     def consumer_group(self, service: str) -> str:
         return f"{self.consumer_group_prefix}.{service}"
+
+    def group_instance_id(self, topic: str) -> str | None:
+        """This replica's static member name for its consumer of ``topic``: each subscription is
+        a consumer of its own in the service's group, so each needs a name of its own."""
+        if self.kafka_group_instance_id is None:
+            return None
+        return f"{self.kafka_group_instance_id}.{topic}"

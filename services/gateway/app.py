@@ -76,7 +76,11 @@ def create_app(
     registry = load_registry(settings.agents_file)
     # Whoever creates the store closes it: a store passed in outlives this app.
     owns_store = store is None
-    store_ = store or MongoStore.connect(settings.mongodb_uri, settings.mongodb_database)
+    store_ = store or MongoStore.connect(
+        settings.mongodb_uri,
+        settings.mongodb_database,
+        slow_command_ms=settings.mongodb_slow_command_ms,
+    )
     broker = create_broker(settings, SERVICE) if publisher is None else None
     publisher_ = publisher or KafkaPublisher(broker)  # type: ignore[arg-type]
 

@@ -227,7 +227,11 @@ def create_app(settings: NotifierSettings | None = None) -> FastStream:
     configure_logging(SERVICE, level=settings.log_level, fmt=settings.log_format)
     configure_tracing(SERVICE)
     broker = create_broker(settings, SERVICE)
-    store = MongoStore.connect(settings.mongodb_uri, settings.mongodb_database)
+    store = MongoStore.connect(
+        settings.mongodb_uri,
+        settings.mongodb_database,
+        slow_command_ms=settings.mongodb_slow_command_ms,
+    )
     dispatcher = register(broker, settings, KafkaPublisher(broker), store)
     assert dispatcher is not None
     lag = consumer_lag_of(broker, settings)

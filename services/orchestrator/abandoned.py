@@ -10,13 +10,13 @@ pending forever. A late delivery of the timed-out publish is then ignored, as th
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import structlog
 
 from services.orchestrator.handlers import Orchestrator
+from shared.background import every
 from shared.store.ports import ExecutionStore
 
 log = structlog.get_logger(__name__)
@@ -46,9 +46,4 @@ class AbandonedRequests:
         return ended
 
     async def run_forever(self, poll_seconds: float) -> None:
-        while True:
-            try:
-                await self.sweep()
-            except Exception:  # the database or the broker blinked: the next sweep retries
-                log.exception("abandoned.sweep_failed")
-            await asyncio.sleep(poll_seconds)
+        await every(poll_seconds, self.sweep, failed="abandoned.sweep_failed")

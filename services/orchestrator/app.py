@@ -113,7 +113,11 @@ def create_app(settings: OrchestratorSettings | None = None) -> FastStream:
     configure_logging(SERVICE, level=settings.log_level, fmt=settings.log_format)
     configure_tracing(SERVICE)
     broker = create_broker(settings, SERVICE)
-    store = MongoStore.connect(settings.mongodb_uri, settings.mongodb_database)
+    store = MongoStore.connect(
+        settings.mongodb_uri,
+        settings.mongodb_database,
+        slow_command_ms=settings.mongodb_slow_command_ms,
+    )
     orchestrator, sweeper = register(broker, settings, store, KafkaPublisher(broker))
     abandoned = abandoned_requests(orchestrator, settings, store)
     gauges = ExecutionGauges(store.executions)

@@ -16,7 +16,6 @@ fire on the first sweep after) and fires them in order:
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from datetime import datetime
 
@@ -24,6 +23,7 @@ import structlog
 
 from services.orchestrator import state_machine as sm
 from services.orchestrator.handlers import Orchestrator
+from shared.background import every
 from shared.bus import EventPublisher
 from shared.domain.deadlines import DeadlineKind
 from shared.domain.execution import Execution
@@ -54,12 +54,7 @@ class DeadlineSweeper:
         self._clock = clock
 
     async def run_forever(self, poll_seconds: float) -> None:
-        while True:
-            try:
-                await self.sweep()
-            except Exception:  # the database or the broker blinked: the next sweep retries
-                log.exception("deadlines.sweep_failed")
-            await asyncio.sleep(poll_seconds)
+        await every(poll_seconds, self.sweep, failed="deadlines.sweep_failed")
 
     async def sweep(self) -> int:
         """Fire every due deadline; return how many this replica fired."""

@@ -7,11 +7,10 @@ index on status) and the same on every replica.
 
 from __future__ import annotations
 
-import asyncio
-
 import structlog
 
 from shared import metrics
+from shared.background import every
 from shared.domain.execution import ExecutionStatus
 from shared.store.ports import ExecutionStore
 
@@ -30,9 +29,4 @@ class ExecutionGauges:
         return counts
 
     async def run_forever(self, poll_seconds: float) -> None:
-        while True:
-            try:
-                await self.refresh()
-            except Exception:  # the database blinked: keep the last values, try next tick
-                log.warning("gauges.refresh_failed", exc_info=True)
-            await asyncio.sleep(poll_seconds)
+        await every(poll_seconds, self.refresh, failed="gauges.refresh_failed", level="warning")

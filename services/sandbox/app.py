@@ -27,6 +27,7 @@ from shared.logging import announce_started, configure_logging
 from shared.settings import CommonSettings
 from shared.store.mongo import MongoStore
 from shared.store.ports import Store
+from shared.store.watch import CommandWatch
 from shared.tracing import configure_tracing
 
 SERVICE = "sandbox"
@@ -133,7 +134,11 @@ def create_app(settings: SandboxSettings | None = None) -> FastStream:
     configure_tracing(SERVICE)
     broker = create_broker(settings, SERVICE)
     publisher = KafkaPublisher(broker)
-    store = MongoStore.connect(settings.mongodb_uri, settings.mongodb_database)
+    store = MongoStore.connect(
+        settings.mongodb_uri,
+        settings.mongodb_database,
+        slow_command_ms=settings.mongodb_slow_command_ms,
+    )
     late = _LateSandbox()
     _subscribe(broker, settings, publisher, late.on_dispatched)
     sync_client: MongoClient[Any] | None = None
@@ -145,7 +150,10 @@ def create_app(settings: SandboxSettings | None = None) -> FastStream:
         # langgraph-checkpoint-mongodb only has a synchronous saver (its async methods run the
         # sync calls in a thread pool); its constructor creates indexes, so it is built here.
         sync_client = MongoClient(
-            settings.mongodb_uri, serverSelectionTimeoutMS=5_000, tz_aware=True
+            settings.mongodb_uri,
+            serverSelectionTimeoutMS=5_000,
+            tz_aware=True,
+            event_listeners=[CommandWatch(settings.mongodb_slow_command_ms)],
         )
         checkpointer = await asyncio.to_thread(
             PointReadMongoDBSaver, sync_client, db_name=settings.mongodb_database

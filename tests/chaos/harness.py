@@ -7,50 +7,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-import subprocess
-import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 from pymongo import AsyncMongoClient
 
 from shared.domain.execution import Execution
 from tests.chaos.invariants import EffectCall, Observation, ProcessStats
-from tests.e2e.cluster import REPO, SERVICES, Cluster, free_port
-from tests.eventually import eventually
-
-
-class Effects:
-    """The loopback effects service (tests/e2e/effects_server.py) as its own process."""
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.e2e.effects_server", str(self.port)], cwd=REPO
-        )
-
-    async def wait_ready(self) -> None:
-        async def up() -> bool:
-            try:
-                async with httpx.AsyncClient() as client:
-                    return (await client.get(f"{self.url}/calls")).status_code == 200
-            except httpx.TransportError:
-                return False
-
-        await eventually(up, bool, timeout=15, what="the effects service")
-
-    async def calls(self) -> list[EffectCall]:
-        async with httpx.AsyncClient(timeout=30) as client:
-            calls = (await client.get(f"{self.url}/calls")).json()["calls"]
-        return [EffectCall(key=c["key"], applied=bool(c["applied"])) for c in calls]
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=10)
+from tests.e2e.cluster import SERVICES, Cluster
+from tests.e2e.effects import Effects
 
 
 def rss_mb(pid: int) -> float:
@@ -155,7 +122,11 @@ async def observe(
     executions, steps = await read_store(
         cluster.env["INTERLOCK_MONGODB_URI"], cluster.database, created
     )
-    calls = [c for c in await effects.calls() if c.key.split(":", 1)[0] in created]
+    calls = [
+        EffectCall(key=c["key"], applied=bool(c["applied"]))
+        for c in await effects.calls()
+        if c["key"].split(":", 1)[0] in created
+    ]
     return Observation(
         executions=executions,
         http=http,

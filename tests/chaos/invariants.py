@@ -158,9 +158,10 @@ def _no_loss(observation: Observation, ids: set[str], verdict: Verdict) -> None:
 
 
 def expected_effects(execution: Execution) -> int | None:
-    """How many distinct effects the outreach agent's history implies: one email per suspension
-    (sent before its interrupt), plus the confirmation when the last review approved. None when
-    the history does not say (an error, another agent)."""
+    """How many distinct effects the outreach agent's history implies at most: one email per
+    suspension (sent before its interrupt), plus the confirmation when the last review approved.
+    A run still under way may have sent the email of a suspension not recorded yet: one more.
+    None when the history does not say (an error, another agent)."""
     if execution.agent != "outreach" or execution.status is S.ERROR:
         return None
     suspensions = sum(
@@ -168,7 +169,8 @@ def expected_effects(execution: Execution) -> int | None:
     )
     last = execution.last_decision
     confirmed = execution.status is S.COMPLETED and last is not None and last.decision == "approve"
-    return suspensions + int(confirmed)
+    in_flight = execution.status in UNSETTLED
+    return suspensions + int(confirmed) + int(in_flight)
 
 
 def _no_duplicate_effects(observation: Observation, ids: set[str], verdict: Verdict) -> None:

@@ -17,11 +17,12 @@ from typing import Any
 
 import httpx
 
-from tests.chaos.harness import Effects, Supervisor, fired_faults, observe
+from tests.chaos.harness import Supervisor, fired_faults, observe
 from tests.chaos.invariants import Verdict, check
 from tests.chaos.private_infra import PrivateInfra
 from tests.chaos.workload import Workload
 from tests.e2e.cluster import Cluster
+from tests.e2e.effects import Effects
 
 PROJECT = "proj-chaos"
 
@@ -58,6 +59,9 @@ class Scenario:
     private_infra: bool = False
     """Kills or stops Kafka / FerretDB: runs on a broker and a database of its own."""
     settle_seconds: float = 180
+    settle_idle_seconds: float | None = None
+    """Stop settling early once no execution moved for this long (a long backlog's scenarios:
+    ``settle_seconds`` is then only the cap)."""
     description: str = ""
 
 
@@ -106,6 +110,9 @@ async def run_scenario(scenario: Scenario, *, kafka: str, mongodb: str, workdir:
                 # Kafka notices a dead or frozen consumer after the session timeout.
                 "INTERLOCK_KAFKA_SESSION_TIMEOUT_MS": "6000",
                 "INTERLOCK_FAULTS_ONCE_DIR": str(faults_dir),
+                # Production's gauge interval: the e2e tests' 1 s would add four services'
+                # store counts and broker queries every second to the load under test.
+                "INTERLOCK_METRICS_POLL_SECONDS": "15",
             }
         )
         if scenario.faults:
@@ -126,7 +133,7 @@ async def run_scenario(scenario: Scenario, *, kafka: str, mongodb: str, workdir:
             workload = Workload(client, project=PROJECT, workspace=f"ws-{uuid.uuid4().hex[:6]}")
             ctx = Context(cluster, effects, workload, supervisor, workdir, infra)
             await scenario.run(ctx)
-            await workload.settle(scenario.settle_seconds)
+            await workload.settle(scenario.settle_seconds, idle=scenario.settle_idle_seconds)
             observation = await observe(
                 cluster,
                 effects,

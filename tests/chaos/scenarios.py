@@ -9,6 +9,7 @@ import json
 import random
 import signal
 import time
+from dataclasses import dataclass
 
 from tests.chaos import poison
 from tests.chaos.harness import kill
@@ -312,6 +313,18 @@ def soak_rate() -> tuple[float, str]:
     return SOAK_DEFAULT_RATE, "no benchmark result: default rate"
 
 
+@dataclass(frozen=True)
+class Settle:
+    seconds: float
+    idle_seconds: float
+
+
+SOAK_SETTLE = Settle(seconds=1500, idle_seconds=180)
+"""After the soak's faults stop, the backlog they built drains: the checker waits while
+executions still move, and counts as stuck what did not move for three minutes (a restarted
+broker and its consumers' rejoin take well under one)."""
+
+
 async def soak(ctx: Context, minutes: float = 10, every: float = 20) -> None:
     """Load at half of the measured saturation with a random fault every ``every`` seconds: a
     service process SIGKILLed, or the (private) broker or database SIGKILLed and restarted."""
@@ -322,7 +335,9 @@ async def soak(ctx: Context, minutes: float = 10, every: float = 20) -> None:
     ctx.notes.append(f"seed {seed}; {rate:.2f} executions/s ({why})")
     end = time.monotonic() + minutes * 60
     ctx.workload.start(
-        int(minutes * 60 * rate), spacing=1 / rate, deadline_seconds=minutes * 60 + 300
+        int(minutes * 60 * rate),
+        spacing=1 / rate,
+        deadline_seconds=minutes * 60 + SOAK_SETTLE.seconds,
     )
     faults = [*SERVICES, *(("kafka", "ferretdb") if ctx.infra is not None else ())]
     while time.monotonic() < end:
@@ -368,7 +383,13 @@ SCENARIOS: list[Scenario] = [
     Scenario("kafka-down-60s", kafka_down, private_infra=True, settle_seconds=400),
     Scenario("ferretdb-sigkill-restart", ferretdb_restart, private_infra=True, settle_seconds=300),
     Scenario("ferretdb-down-30s", ferretdb_down, private_infra=True, settle_seconds=400),
-    Scenario("soak-10min", soak, private_infra=True, settle_seconds=400),
+    Scenario(
+        "soak-10min",
+        soak,
+        private_infra=True,
+        settle_seconds=SOAK_SETTLE.seconds,
+        settle_idle_seconds=SOAK_SETTLE.idle_seconds,
+    ),
 ]
 
 

@@ -16,6 +16,10 @@ from tests.chaos.invariants import HttpRecord
 
 TERMINAL = {"completed", "error", "cancelled", "expired"}
 POLL_SECONDS = 0.3
+MAX_POLL_SECONDS = 3.0
+"""A reviewer's client polls its execution every 0.3 s after a change, backing off to 3 s while
+nothing changes: hundreds of executions queued behind a fault would otherwise poll the gateway
+thousands of times a second, and the load the scenario measures would be its own polling."""
 MAX_RETRY_PAUSE = 2.0
 """Cap on a ``Retry-After`` pause, so a scenario does not idle through a short outage."""
 
@@ -33,6 +37,11 @@ class Workload:
         self.finished: dict[str, str] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._count = 0
+        self.last_progress = time.monotonic()
+        """When a client last saw an execution move (created, a new status or suspension)."""
+
+    def progressed(self) -> None:
+        self.last_progress = time.monotonic()
 
     # --- one HTTP call, recorded ---------------------------------------------------------------
 
@@ -92,6 +101,7 @@ class Workload:
             if response is not None and response.status_code == 202:
                 execution_id = str(response.json()["execution_id"])
                 self.created.add(execution_id)
+                self.progressed()
                 return execution_id
             await _pause(response)
         return None
@@ -125,10 +135,16 @@ class Workload:
         if execution_id is None:
             return
         decided = 0
+        seen: tuple[str, int] | None = None
+        pause = POLL_SECONDS
         while time.monotonic() < deadline:
             body = await self.status(execution_id)
             if body is None:
                 continue
+            if (body["status"], body.get("suspension_id") or 0) != seen:
+                seen = (body["status"], body.get("suspension_id") or 0)
+                self.progressed()
+                pause = POLL_SECONDS
             if body["status"] in TERMINAL:
                 self.finished[execution_id] = body["status"]
                 return
@@ -143,7 +159,8 @@ class Workload:
                 if status in (202, 409):
                     decided = generation
                     continue
-            await asyncio.sleep(POLL_SECONDS)
+            await asyncio.sleep(pause)
+            pause = min(pause * 1.5, MAX_POLL_SECONDS)
 
     # --- load ----------------------------------------------------------------------------------
 
@@ -168,21 +185,24 @@ class Workload:
 
         self._tasks.append(asyncio.create_task(launch()))
 
-    async def settle(self, timeout: float) -> None:
-        """Wait for every started execution to be driven to its end (or give up at the deadline:
-        the checker then finds what is stuck)."""
+    async def settle(self, timeout: float, *, idle: float | None = None) -> None:
+        """Wait for every started execution to be driven to its end, or give up (the checker
+        then finds what is stuck) at the deadline or, with ``idle``, once no execution moved
+        for that long: a backlog still draining is not stuck, one that stopped moving is."""
         end = time.monotonic() + timeout
         while True:
             pending = [t for t in self._tasks if not t.done()]
             if not pending:
                 break
             remaining = end - time.monotonic()
+            if idle is not None:
+                remaining = min(remaining, self.last_progress + idle - time.monotonic())
             if remaining <= 0:
                 for task in pending:
                     task.cancel()
                 await asyncio.gather(*pending, return_exceptions=True)
                 break
-            await asyncio.wait(pending, timeout=remaining)
+            await asyncio.wait(pending, timeout=min(remaining, 5.0))
         for task in self._tasks:
             if task.done() and not task.cancelled() and task.exception() is not None:
                 raise task.exception()  # type: ignore[misc]

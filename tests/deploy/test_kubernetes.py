@@ -191,6 +191,22 @@ def test_services_run_their_command_with_settings_the_service_knows(
 
 
 @pytest.mark.parametrize("overlay", ["dev", "prod"])
+def test_consumers_are_static_group_members_named_after_their_pod(
+    rendered: dict[str, Manifests], overlay: str
+) -> None:
+    """A pod's name is unique among live replicas and survives a container restart: the two
+    things a static member name must be (shared/settings.py, kafka_group_instance_id)."""
+    for service in ("orchestrator", "sandbox", "notifier"):
+        (container,) = rendered[overlay].interlock_pod(service).containers(init=False)
+        env = {entry["name"]: entry for entry in container.get("env", [])}
+        entry = env.get("INTERLOCK_KAFKA_GROUP_INSTANCE_ID")
+        assert entry is not None, f"{service}: no static member name"
+        assert entry["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}, entry
+    (gateway,) = rendered[overlay].interlock_pod("gateway").containers(init=False)
+    assert "INTERLOCK_KAFKA_GROUP_INSTANCE_ID" not in {e["name"] for e in gateway.get("env", [])}
+
+
+@pytest.mark.parametrize("overlay", ["dev", "prod"])
 def test_probes_point_at_the_port_the_service_serves_them_on(
     rendered: dict[str, Manifests], overlay: str
 ) -> None:

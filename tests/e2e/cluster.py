@@ -54,6 +54,8 @@ class Cluster:
         self.processes: dict[str, list[subprocess.Popen[bytes]]] = {s: [] for s in SERVICES}
         self._log_starts: dict[tuple[str, int], int] = {}
         self.health_ports: dict[tuple[str, int], int] = {}
+        self._slot_env: dict[tuple[str, int], dict[str, str]] = {}
+        """Each process slot's own settings, which a restart in that slot keeps."""
         self._retired: set[int] = set()
         """Processes stopped on purpose (``retire``): not a failure, not waited for."""
         """Where each process's log began at its latest start (logs are appended to)."""
@@ -83,14 +85,19 @@ class Cluster:
             path = self.workdir / f"{service}-{index}.log"
             self._log_starts[(service, index)] = path.stat().st_size if path.exists() else 0
             log = path.open("ab")
-            # Every consumer serves its health endpoints on a port of its own, as in Kubernetes.
-            health = {}
+            # As in Kubernetes, every consumer serves its health endpoints on a port of its own
+            # and is a static group member under a name its restarts keep (its pod's name).
+            own: dict[str, str] = {}
             if service != "gateway":
                 self.health_ports[(service, index)] = free_port()
-                health = {"INTERLOCK_HEALTH_PORT": str(self.health_ports[(service, index)])}
+                own = {
+                    "INTERLOCK_HEALTH_PORT": str(self.health_ports[(service, index)]),
+                    "INTERLOCK_KAFKA_GROUP_INSTANCE_ID": f"{service}-{index}",
+                }
+            self._slot_env[(service, index)] = {**own, **(env or {})}
             process = subprocess.Popen(
                 [sys.executable, "-m", "interlock.cli", "service", service],
-                env={**self.env, **health, **(env or {})},
+                env={**self.env, **self._slot_env[(service, index)]},
                 cwd=REPO,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -98,7 +105,8 @@ class Cluster:
             self.processes[service].append(process)
 
     def restart_dead(self) -> list[str]:
-        """Start again every process that exited (as Kubernetes would), without extra env."""
+        """Start again every process that exited, as Kubernetes restarts a container: in the same
+        slot, with the same settings (its port, its member name, what ``start`` was given)."""
         restarted = []
         for service, processes in self.processes.items():
             for i, process in enumerate(processes):
@@ -108,7 +116,7 @@ class Cluster:
                     log = path.open("ab")
                     processes[i] = subprocess.Popen(
                         [sys.executable, "-m", "interlock.cli", "service", service],
-                        env=self.env,
+                        env={**self.env, **self._slot_env.get((service, i), {})},
                         cwd=REPO,
                         stdout=log,
                         stderr=subprocess.STDOUT,

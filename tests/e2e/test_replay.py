@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import subprocess
-import sys
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
@@ -20,43 +18,14 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from tests.e2e.cluster import Cluster, free_port
+from tests.e2e.cluster import Cluster
 from tests.e2e.conftest import Api
+from tests.e2e.effects import Effects
 from tests.eventually import eventually
 
 pytestmark = pytest.mark.e2e
 
 AGENTS_FILE = Path(__file__).resolve().parents[2] / "agents" / "agents.toml"
-
-
-class Effects:
-    """The effects service, run as its own process."""
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.e2e.effects_server", str(self.port)],
-            cwd=Path(__file__).resolve().parents[2],
-        )
-
-    async def wait_ready(self) -> None:
-        async def up() -> bool:
-            try:
-                async with httpx.AsyncClient() as client:
-                    return (await client.get(f"{self.url}/calls")).status_code == 200
-            except httpx.TransportError:
-                return False
-
-        await eventually(up, bool, timeout=15, what="the effects service")
-
-    async def calls(self) -> list[dict[str, Any]]:
-        async with httpx.AsyncClient() as client:
-            return list((await client.get(f"{self.url}/calls")).json()["calls"])
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")

@@ -49,6 +49,22 @@ def test_an_effect_under_a_new_key_is_a_duplicate() -> None:
     assert verdict.duplicated == 1 and "2.no-duplicate-effect" in verdict.violations
 
 
+def test_a_run_under_way_may_have_sent_the_email_of_a_suspension_not_recorded_yet() -> None:
+    """Resumed after suspension 1, it sent suspension 2's email before the checker looked: not a
+    duplicate (it is counted as stuck if it stays so), but a third key is."""
+    suspended = outreach_suspended()
+    execution = sm.on_decision(suspended, f.decision(suspended)).execution
+    assert execution.status.value == "resuming"
+    two = [EffectCall("e1:send_email:aa", True), EffectCall("e1:send_email:bb", True)]
+    steps = {"e1": ["e1:send_email:aa", "e1:send_email:bb"]}
+    verdict = check(observation(execution, effects=two, steps=steps))
+    assert verdict.duplicated == 0, verdict.violations
+    three = [*two, EffectCall("e1:send_email:cc", True)]
+    steps = {"e1": [c.key for c in three]}
+    verdict = check(observation(execution, effects=three, steps=steps))
+    assert verdict.duplicated == 1 and "2.no-duplicate-effect" in verdict.violations
+
+
 def test_running_at_the_end_is_stuck_and_a_500_counts() -> None:
     running = sm.on_requested(f.pending("e1"), f.requested("e1")).execution
     http = [HttpRecord("GET", "/x", 500, "application/problem+json")]
