@@ -23,6 +23,10 @@ class CommonSettings(BaseSettings):
     kafka_bootstrap_servers: str = "127.0.0.1:19092"
     mongodb_uri: str = "mongodb://127.0.0.1:27117/"
     mongodb_database: str = "interlock"
+    mongodb_timeout_ms: int = Field(default=10_000, ge=100, le=600_000)
+    """No database operation waits longer than this, finding a server included (the driver's
+    ``timeoutMS``): the gateway then answers 503 with ``Retry-After`` rather than holding the
+    request, and a consumer retries its message, instead of both waiting on a saturated store."""
     mongodb_slow_command_ms: float | None = Field(default=None, gt=0)
     """Log every database command slower than this (``store.slow_command``, with its collection
     and the field names it filters on). None: only the ``interlock_store_command_seconds``

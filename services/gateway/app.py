@@ -79,6 +79,7 @@ def create_app(
     store_ = store or MongoStore.connect(
         settings.mongodb_uri,
         settings.mongodb_database,
+        operation_timeout_ms=settings.mongodb_timeout_ms,
         slow_command_ms=settings.mongodb_slow_command_ms,
     )
     broker = create_broker(settings, SERVICE) if publisher is None else None

@@ -230,6 +230,7 @@ def create_app(settings: NotifierSettings | None = None) -> FastStream:
     store = MongoStore.connect(
         settings.mongodb_uri,
         settings.mongodb_database,
+        operation_timeout_ms=settings.mongodb_timeout_ms,
         slow_command_ms=settings.mongodb_slow_command_ms,
     )
     dispatcher = register(broker, settings, KafkaPublisher(broker), store)

@@ -116,6 +116,7 @@ def create_app(settings: OrchestratorSettings | None = None) -> FastStream:
     store = MongoStore.connect(
         settings.mongodb_uri,
         settings.mongodb_database,
+        operation_timeout_ms=settings.mongodb_timeout_ms,
         slow_command_ms=settings.mongodb_slow_command_ms,
     )
     orchestrator, sweeper = register(broker, settings, store, KafkaPublisher(broker))

@@ -137,6 +137,7 @@ def create_app(settings: SandboxSettings | None = None) -> FastStream:
     store = MongoStore.connect(
         settings.mongodb_uri,
         settings.mongodb_database,
+        operation_timeout_ms=settings.mongodb_timeout_ms,
         slow_command_ms=settings.mongodb_slow_command_ms,
     )
     late = _LateSandbox()

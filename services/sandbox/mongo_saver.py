@@ -1,23 +1,54 @@
-"""LangGraph's MongoDB checkpointer, with its point reads made cheap on FerretDB.
+"""LangGraph's MongoDB checkpointer, with every read and write a point read or write by ``_id``.
 
-``MongoDBSaver.get_tuple`` asks for the newest checkpoint of a thread with a server-side sort
-(``sort=checkpoint_id desc, limit=1``), even when it names the checkpoint. FerretDB does not push
-a sorted query's filter down to its backend: it reads the whole collection, every time (600 ms
-at a few thousand checkpoints, growing with every execution ever run). The sandbox reads a
-thread's latest checkpoint at least twice per run. Here the read filters only (pushed down to
-an index on every server), takes the newest id from a projection of the thread's checkpoint
-ids, and fetches that one document: the same answer, in two indexed point reads on MongoDB and
-FerretDB alike.
+FerretDB answers a query on any field but ``_id`` by scanning the collection. ``MongoDBSaver``
+finds, upserts and reads writes by (thread, namespace, checkpoint, task...) fields, and the
+newest checkpoint of a thread with a server-side sort: every step of every run scanned the
+checkpoint collections (the soak measured the sandbox's handling time growing with them, to
+seconds). This saver stores the same documents, with the same fields, under ``_id`` keys built
+from those fields, and keeps two small indexes of its own:
+
+- ``checkpoint_heads``: the newest checkpoint id of each (thread, namespace) (``$max``: ids are
+  monotonic), instead of the sorted query;
+- ``write_keys`` on each checkpoint document: the ``_id`` of each of its pending writes, in the
+  order they were written, instead of a query on the writes collection.
+
+So LangGraph's own saver still reads everything this one wrote (the documents are the same), and
+this one still reads what LangGraph's wrote: a (thread, namespace) without a head is a thread
+begun before this saver (or by LangGraph's), and is read and written LangGraph's way, with the
+sort-free newest-id read below; a thread keeps the way it began with, so its writes never split
+between the two.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import CheckpointTuple, get_checkpoint_id
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+    get_checkpoint_metadata,
+)
 from langgraph.checkpoint.mongodb import MongoDBSaver
-from langgraph.checkpoint.mongodb.utils import loads_metadata
+from langgraph.checkpoint.mongodb.utils import dumps_metadata, loads_metadata
+from pymongo import UpdateOne
+from pymongo.collection import Collection
+from pymongo.errors import DuplicateKeyError
+
+HEADS_COLLECTION = "checkpoint_heads"
+WRITE_KEYS = "write_keys"
+
+
+def key_of(*parts: str | int) -> str:
+    """An ``_id`` from identifying fields: JSON, so no two tuples of fields share one."""
+    return json.dumps(parts, separators=(",", ":"))
 
 
 def _identifier(value: Any, name: str) -> str:
@@ -27,13 +58,170 @@ def _identifier(value: Any, name: str) -> str:
     return value
 
 
+def _upsert(collection: Collection[Any], key: str, update: dict[str, Any]) -> None:
+    """Update or insert by ``_id``. Two upserts of a new ``_id`` at once (a checkpoint's put and
+    its writes' keys) can both try the insert; the loser finds the document on its second try
+    (MongoDB retries that itself, FerretDB reports the duplicate)."""
+    try:
+        collection.update_one({"_id": key}, update, upsert=True)
+    except DuplicateKeyError:
+        collection.update_one({"_id": key}, update, upsert=True)
+
+
 class PointReadMongoDBSaver(MongoDBSaver):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.heads_collection = self.db[HEADS_COLLECTION]
+        self._keyed: set[tuple[str, str]] = set()
+        """(thread, namespace) pairs known to be written this saver's way: skips the head read."""
+        self._legacy: set[tuple[str, str]] = set()
+        """Pairs LangGraph's way began: they stay so (until deleted)."""
+
+    # --- which way a thread is stored --------------------------------------------------------
+
+    def _is_keyed(self, thread_id: str, checkpoint_ns: str) -> bool:
+        if (thread_id, checkpoint_ns) in self._keyed:
+            return True
+        if self.heads_collection.find_one({"_id": key_of(thread_id, checkpoint_ns)}) is None:
+            return False
+        self._keyed.add((thread_id, checkpoint_ns))
+        return True
+
+    def _writes_keyed(self, thread_id: str, checkpoint_ns: str) -> bool:
+        """On a write: keyed unless LangGraph's way began the thread, which shows as checkpoint
+        documents under the driver's ObjectIds (one query by fields, until the thread's head
+        exists). LangGraph writes a checkpoint's pending writes while the checkpoint's own put
+        may still be in flight, so a new thread's head may not exist yet on its first writes."""
+        if (thread_id, checkpoint_ns) in self._legacy:
+            return False
+        if self._is_keyed(thread_id, checkpoint_ns):
+            return True
+        thread = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
+        found = self.checkpoint_collection.find(thread, {"_id": 1})
+        if any(not isinstance(d["_id"], str) for d in found):
+            self._legacy.add((thread_id, checkpoint_ns))
+            return False
+        self._keyed.add((thread_id, checkpoint_ns))
+        return True
+
+    # --- writes ------------------------------------------------------------------------------
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        configurable = config["configurable"]
+        thread_id = _identifier(configurable["thread_id"], "thread_id")
+        checkpoint_ns = _identifier(configurable.get("checkpoint_ns", ""), "checkpoint_ns")
+        if not self._writes_keyed(thread_id, checkpoint_ns):
+            return super().put(config, checkpoint, metadata, new_versions)
+        checkpoint_id = _identifier(checkpoint["id"], "checkpoint id")
+        parent = configurable.get("checkpoint_id")
+        type_, serialized = self.serde.dumps_typed(checkpoint)
+        fields = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
+        document: dict[str, Any] = {
+            **fields,
+            "checkpoint_id": checkpoint_id,
+            "parent_checkpoint_id": None if parent is None else _identifier(parent, "parent"),
+            "type": type_,
+            "checkpoint": serialized,
+            "metadata": dumps_metadata(self.serde, get_checkpoint_metadata(config, metadata)),
+        }
+        if self.ttl:
+            document["created_at"] = datetime.now(tz=UTC)
+        _upsert(
+            self.checkpoint_collection,
+            key_of(thread_id, checkpoint_ns, checkpoint_id),
+            {"$set": document},
+        )
+        # After the checkpoint: a reader that sees the head finds its document.
+        _upsert(
+            self.heads_collection,
+            key_of(thread_id, checkpoint_ns),
+            {"$set": fields, "$max": {"checkpoint_id": checkpoint_id}},
+        )
+        self._keyed.add((thread_id, checkpoint_ns))
+        return {"configurable": {**fields, "checkpoint_id": checkpoint_id}}
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        configurable = config["configurable"]
+        thread_id = _identifier(configurable["thread_id"], "thread_id")
+        checkpoint_ns = _identifier(configurable.get("checkpoint_ns", ""), "checkpoint_ns")
+        if not self._writes_keyed(thread_id, checkpoint_ns):
+            super().put_writes(config, writes, task_id, task_path)
+            return
+        checkpoint_id = _identifier(configurable["checkpoint_id"], "checkpoint_id")
+        _identifier(task_id, "task_id")
+        _identifier(task_path, "task_path")
+        # As LangGraph's saver: replace existing writes only for its special channels (errors,
+        # interrupts...); any other write keeps its first value.
+        set_method = "$set" if all(w[0] in WRITES_IDX_MAP for w in writes) else "$setOnInsert"
+        now = datetime.now(tz=UTC)
+        operations = []
+        keys = []
+        for position, (channel, value) in enumerate(writes):
+            idx = WRITES_IDX_MAP.get(channel, position)
+            key = key_of(thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx)
+            type_, serialized = self.serde.dumps_typed(value)
+            document: dict[str, Any] = {
+                "thread_id": thread_id,
+                "checkpoint_ns": checkpoint_ns,
+                "checkpoint_id": checkpoint_id,
+                "task_id": task_id,
+                "task_path": task_path,
+                "idx": idx,
+                "channel": channel,
+                "type": type_,
+                "value": serialized,
+            }
+            if self.ttl:
+                document["created_at"] = now
+            operations.append(UpdateOne({"_id": key}, {set_method: document}, upsert=True))
+            keys.append(key)
+        if not operations:
+            return
+        self.writes_collection.bulk_write(operations)
+        # After the writes: a reader that sees a key finds its document. An upsert: the
+        # checkpoint's own put may not have landed yet (it then adds its fields to this).
+        _upsert(
+            self.checkpoint_collection,
+            key_of(thread_id, checkpoint_ns, checkpoint_id),
+            {
+                "$addToSet": {WRITE_KEYS: {"$each": keys}},
+                # LangGraph's unique index on these fields: never leave them empty.
+                "$setOnInsert": {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": checkpoint_ns,
+                    "checkpoint_id": checkpoint_id,
+                },
+            },
+        )
+
+    def delete_thread(self, thread_id: str) -> None:
+        super().delete_thread(thread_id)
+        self.heads_collection.delete_many({"thread_id": _identifier(thread_id, "thread_id")})
+        self._keyed = {pair for pair in self._keyed if pair[0] != thread_id}
+        self._legacy = {pair for pair in self._legacy if pair[0] != thread_id}
+
+    # --- reads -------------------------------------------------------------------------------
+
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         configurable = config["configurable"]
         thread = {
             "thread_id": _identifier(configurable["thread_id"], "thread_id"),
             "checkpoint_ns": _identifier(configurable.get("checkpoint_ns", ""), "checkpoint_ns"),
         }
+        if self._is_keyed(thread["thread_id"], thread["checkpoint_ns"]):
+            return self._keyed_tuple(thread, get_checkpoint_id(config))
         checkpoint_id = get_checkpoint_id(config)
         if checkpoint_id is None:
             ids = [
@@ -45,13 +233,46 @@ class PointReadMongoDBSaver(MongoDBSaver):
             checkpoint_id = max(ids)  # ids are monotonic (uuid6): the newest sorts last
         key = {**thread, "checkpoint_id": _identifier(checkpoint_id, "checkpoint_id")}
         doc = self.checkpoint_collection.find_one(key)
-        if doc is None:
+        if doc is None or "checkpoint" not in doc:  # not written yet (only its writes' keys)
             return None
         checkpoint = self.serde.loads_typed((doc["type"], doc["checkpoint"]))
         pending_writes = [
             (w["task_id"], w["channel"], self.serde.loads_typed((w["type"], w["value"])))
             for w in self.writes_collection.find(key)
         ]
+        parent = doc.get("parent_checkpoint_id")
+        return CheckpointTuple(
+            {"configurable": key},
+            checkpoint,
+            loads_metadata(self.serde, doc["metadata"]),
+            {"configurable": {**thread, "checkpoint_id": parent}} if parent else None,
+            pending_writes,
+        )
+
+    def _keyed_tuple(
+        self, thread: dict[str, str], checkpoint_id: str | None
+    ) -> CheckpointTuple | None:
+        if checkpoint_id is None:
+            head = self.heads_collection.find_one(
+                {"_id": key_of(thread["thread_id"], thread["checkpoint_ns"])}
+            )
+            if head is None:
+                return None
+            checkpoint_id = str(head["checkpoint_id"])
+        checkpoint_id = _identifier(checkpoint_id, "checkpoint_id")
+        doc = self.checkpoint_collection.find_one(
+            {"_id": key_of(thread["thread_id"], thread["checkpoint_ns"], checkpoint_id)}
+        )
+        if doc is None or "checkpoint" not in doc:  # not written yet (only its writes' keys)
+            return None
+        writes = [self.writes_collection.find_one({"_id": key}) for key in doc.get(WRITE_KEYS, [])]
+        pending_writes = [
+            (w["task_id"], w["channel"], self.serde.loads_typed((w["type"], w["value"])))
+            for w in writes
+            if w is not None
+        ]
+        key = {**thread, "checkpoint_id": checkpoint_id}
+        checkpoint = self.serde.loads_typed((doc["type"], doc["checkpoint"]))
         parent = doc.get("parent_checkpoint_id")
         return CheckpointTuple(
             {"configurable": key},

@@ -380,14 +380,18 @@ class MongoStore:
         database_name: str,
         *,
         timeout_ms: int = 5_000,
+        operation_timeout_ms: int | None = None,
         slow_command_ms: float | None = None,
     ) -> MongoStore:
-        """Create the client; nothing is sent until the first operation. Every command is timed
-        (shared/store/watch.py); those slower than ``slow_command_ms`` are logged."""
+        """Create the client; nothing is sent until the first operation. With
+        ``operation_timeout_ms``, no operation takes longer (it raises a ``PyMongoError``). Every
+        command is timed (shared/store/watch.py); those slower than ``slow_command_ms`` are
+        logged."""
         client: AsyncMongoClient[Document] = AsyncMongoClient(
             uri,
             serverSelectionTimeoutMS=timeout_ms,
             connectTimeoutMS=timeout_ms,
+            timeoutMS=operation_timeout_ms,
             tz_aware=True,
             appname="interlock",
             event_listeners=[CommandWatch(slow_command_ms)],

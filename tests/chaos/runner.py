@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from bench.watchers import KafkaStatusWatcher
 from tests.chaos.harness import Supervisor, fired_faults, observe
 from tests.chaos.invariants import Verdict, check
 from tests.chaos.private_infra import PrivateInfra
@@ -131,9 +132,20 @@ async def run_scenario(scenario: Scenario, *, kafka: str, mongodb: str, workdir:
             base_url=cluster.base_url, timeout=30, headers={"Authorization": f"Bearer {secret}"}
         ) as client:
             workload = Workload(client, project=PROJECT, workspace=f"ws-{uuid.uuid4().hex[:6]}")
-            ctx = Context(cluster, effects, workload, supervisor, workdir, infra)
-            await scenario.run(ctx)
-            await workload.settle(scenario.settle_seconds, idle=scenario.settle_idle_seconds)
+            # Reviewers' clients look at an execution when its status changes, not in a loop.
+            watcher = KafkaStatusWatcher(
+                kafka,
+                f"{cluster.topic_prefix}execution.status",
+                int(cluster.env["INTERLOCK_TOPIC_PARTITIONS"]),
+            )
+            await watcher.start(workload.nudge)
+            workload.watched = True
+            try:
+                ctx = Context(cluster, effects, workload, supervisor, workdir, infra)
+                await scenario.run(ctx)
+                await workload.settle(scenario.settle_seconds, idle=scenario.settle_idle_seconds)
+            finally:
+                await watcher.stop()
             observation = await observe(
                 cluster,
                 effects,

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import time
 import uuid
+from collections import defaultdict
 from typing import Any
 
 import httpx
@@ -17,9 +18,14 @@ from tests.chaos.invariants import HttpRecord
 TERMINAL = {"completed", "error", "cancelled", "expired"}
 POLL_SECONDS = 0.3
 MAX_POLL_SECONDS = 3.0
-"""A reviewer's client polls its execution every 0.3 s after a change, backing off to 3 s while
-nothing changes: hundreds of executions queued behind a fault would otherwise poll the gateway
-thousands of times a second, and the load the scenario measures would be its own polling."""
+"""Without a watcher, a reviewer's client polls its execution every 0.3 s after a change,
+backing off to 3 s while nothing changes."""
+WATCHED_POLL_SECONDS = 15.0
+"""With a watcher (``nudge``), a client reads its execution when the orchestrator announces a
+status change on ``execution.status``, as a reviewer reads a review when notified, and every 15
+s in case an announcement was missed. Polling instead made the soak's load its own: hundreds of
+executions queued behind a fault polled the gateway over a hundred times a second, each a few
+store reads, which kept the store saturated and the queue growing."""
 MAX_RETRY_PAUSE = 2.0
 """Cap on a ``Retry-After`` pause, so a scenario does not idle through a short outage."""
 
@@ -39,6 +45,21 @@ class Workload:
         self._count = 0
         self.last_progress = time.monotonic()
         """When a client last saw an execution move (created, a new status or suspension)."""
+        self.watched = False
+        self._changed: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
+
+    def nudge(self, execution_id: str, status: str, seen: float) -> None:
+        """A watcher saw ``execution_id`` change status (bench/watchers.py ``OnStatus``)."""
+        self._changed[execution_id].set()
+
+    async def _next_look(self, execution_id: str, pause: float) -> None:
+        if not self.watched:
+            await asyncio.sleep(pause)
+            return
+        changed = self._changed[execution_id]
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(changed.wait(), timeout=WATCHED_POLL_SECONDS)
+        changed.clear()
 
     def progressed(self) -> None:
         self.last_progress = time.monotonic()
@@ -159,7 +180,7 @@ class Workload:
                 if status in (202, 409):
                     decided = generation
                     continue
-            await asyncio.sleep(pause)
+            await self._next_look(execution_id, pause)
             pause = min(pause * 1.5, MAX_POLL_SECONDS)
 
     # --- load ----------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
-"""The sandbox's MongoDB checkpointer answers every read exactly as LangGraph's own does (it
-only avoids the server-side sort FerretDB cannot push down), on a real MongoDB-compatible server
-with a real graph's checkpoints: the latest, each one by id, and a thread that has none."""
+"""The sandbox's MongoDB checkpointer (point reads and writes by ``_id``) answers every read
+exactly as LangGraph's own does, on a real MongoDB-compatible server with a real graph's
+checkpoints: the latest, each one by id, the pending writes of a suspended run, and a thread that
+has none. LangGraph's saver reads what it wrote, and it reads and continues a thread that
+LangGraph's saver began, LangGraph's way."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 from pymongo import MongoClient
 
-from services.sandbox.mongo_saver import PointReadMongoDBSaver
+from services.sandbox.mongo_saver import HEADS_COLLECTION, PointReadMongoDBSaver, key_of
 from tests.conftest import unique_name
 
 pytestmark = pytest.mark.integration
@@ -53,6 +55,9 @@ async def test_point_reads_match_langgraphs_saver(mongodb_uri: str) -> None:
         for thread in ("t-1", "t-2"):
             config = {"configurable": {"thread_id": thread}}
             await graph.ainvoke({"log": []}, config)
+            suspended = await ours.aget_tuple(config)
+            assert suspended is not None and suspended.pending_writes  # the interrupt
+            assert suspended == await theirs.aget_tuple(config)
             await graph.ainvoke(Command(resume="yes"), config)
 
         config = {"configurable": {"thread_id": "t-1", "checkpoint_ns": ""}}
@@ -67,6 +72,51 @@ async def test_point_reads_match_langgraphs_saver(mongodb_uri: str) -> None:
         assert await ours.aget_tuple({"configurable": {"thread_id": "none"}}) is None
         with pytest.raises(ValueError, match="thread_id"):
             await ours.aget_tuple({"configurable": {"thread_id": {"$ne": ""}}})
+    finally:
+        client.drop_database(database)
+        client.close()
+
+
+async def test_its_documents_are_keyed_and_its_heads_point_at_the_newest(mongodb_uri: str) -> None:
+    client: MongoClient[Any] = MongoClient(mongodb_uri, tz_aware=True)
+    database = unique_name("saver")
+    try:
+        ours = await asyncio.to_thread(PointReadMongoDBSaver, client, db_name=database)
+        config = {"configurable": {"thread_id": "t-keyed"}}
+        graph = graph_on(ours)
+        await graph.ainvoke({"log": []}, config)
+        await graph.ainvoke(Command(resume="no"), config)
+        latest = await ours.aget_tuple(config)
+        assert latest is not None
+        checkpoint_id = latest.config["configurable"]["checkpoint_id"]
+        head = client[database][HEADS_COLLECTION].find_one({"_id": key_of("t-keyed", "")})
+        assert head is not None and head["checkpoint_id"] == checkpoint_id
+        ids = [d["_id"] for d in client[database]["checkpoints"].find({"thread_id": "t-keyed"})]
+        assert ids and all(isinstance(i, str) and i.startswith('["t-keyed",""') for i in ids)
+        writes = list(client[database]["checkpoint_writes"].find({"thread_id": "t-keyed"}))
+        assert writes and all(isinstance(w["_id"], str) for w in writes)
+    finally:
+        client.drop_database(database)
+        client.close()
+
+
+async def test_a_thread_langgraphs_saver_began_is_read_and_continued_its_way(
+    mongodb_uri: str,
+) -> None:
+    """Sandboxes upgraded while runs were suspended: the run resumes from LangGraph's documents,
+    and its new checkpoints stay in LangGraph's format (no head), so its writes never split."""
+    client: MongoClient[Any] = MongoClient(mongodb_uri, tz_aware=True)
+    database = unique_name("saver")
+    try:
+        theirs = await asyncio.to_thread(MongoDBSaver, client, db_name=database)
+        ours = await asyncio.to_thread(PointReadMongoDBSaver, client, db_name=database)
+        config = {"configurable": {"thread_id": "t-old"}}
+        await graph_on(theirs).ainvoke({"log": []}, config)
+        assert await ours.aget_tuple(config) == await theirs.aget_tuple(config)
+        result = await graph_on(ours).ainvoke(Command(resume="yes"), config)
+        assert result["log"] == ["first", "review:yes"]
+        assert client[database][HEADS_COLLECTION].count_documents({"thread_id": "t-old"}) == 0
+        assert await ours.aget_tuple(config) == await theirs.aget_tuple(config)
     finally:
         client.drop_database(database)
         client.close()
