@@ -16,7 +16,10 @@ So LangGraph's own saver still reads everything this one wrote (the documents ar
 this one still reads what LangGraph's wrote: a (thread, namespace) without a head is a thread
 begun before this saver (or by LangGraph's), and is read and written LangGraph's way, with the
 sort-free newest-id read below; a thread keeps the way it began with, so its writes never split
-between the two.
+between the two. Telling the two apart costs a query by fields per new thread, so it is done
+only where LangGraph's checkpoints exist when the sandbox starts (an upgrade from a version
+before this saver: run one sandbox version at a time for that upgrade, since a thread an older
+replica begins afterwards would look new to a replica that found none).
 """
 
 from __future__ import annotations
@@ -76,6 +79,14 @@ class PointReadMongoDBSaver(MongoDBSaver):
         """(thread, namespace) pairs known to be written this saver's way: skips the head read."""
         self._legacy: set[tuple[str, str]] = set()
         """Pairs LangGraph's way began: they stay so (until deleted)."""
+        # One query at start-up: without any checkpoint of LangGraph's (under the driver's
+        # ObjectIds), a thread without a head has no checkpoint at all, and a new thread costs
+        # no query by fields. Only a database that holds LangGraph's checkpoints pays that, once
+        # per thread, to tell its threads apart.
+        self._legacy_present = (
+            self.checkpoint_collection.find_one({"_id": {"$type": "objectId"}}, {"_id": 1})
+            is not None
+        )
 
     # --- which way a thread is stored --------------------------------------------------------
 
@@ -95,6 +106,9 @@ class PointReadMongoDBSaver(MongoDBSaver):
         if (thread_id, checkpoint_ns) in self._legacy:
             return False
         if self._is_keyed(thread_id, checkpoint_ns):
+            return True
+        if not self._legacy_present:
+            self._keyed.add((thread_id, checkpoint_ns))
             return True
         thread = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
         found = self.checkpoint_collection.find(thread, {"_id": 1})
@@ -220,7 +234,7 @@ class PointReadMongoDBSaver(MongoDBSaver):
             "thread_id": _identifier(configurable["thread_id"], "thread_id"),
             "checkpoint_ns": _identifier(configurable.get("checkpoint_ns", ""), "checkpoint_ns"),
         }
-        if self._is_keyed(thread["thread_id"], thread["checkpoint_ns"]):
+        if not self._legacy_present or self._is_keyed(thread["thread_id"], thread["checkpoint_ns"]):
             return self._keyed_tuple(thread, get_checkpoint_id(config))
         checkpoint_id = get_checkpoint_id(config)
         if checkpoint_id is None:

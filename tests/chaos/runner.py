@@ -10,6 +10,7 @@ import tempfile
 import time
 import traceback
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,6 +147,11 @@ async def run_scenario(scenario: Scenario, *, kafka: str, mongodb: str, workdir:
                 await workload.settle(scenario.settle_seconds, idle=scenario.settle_idle_seconds)
             finally:
                 await watcher.stop()
+            http = Counter(r.status for r in workload.http)
+            ctx.notes.append(
+                f"{workload.nudges} status announcements; HTTP answers "
+                + ", ".join(f"{status}: {n}" for status, n in sorted(http.items(), key=str))
+            )
             observation = await observe(
                 cluster,
                 effects,

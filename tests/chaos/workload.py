@@ -20,10 +20,10 @@ POLL_SECONDS = 0.3
 MAX_POLL_SECONDS = 3.0
 """Without a watcher, a reviewer's client polls its execution every 0.3 s after a change,
 backing off to 3 s while nothing changes."""
-WATCHED_POLL_SECONDS = 15.0
+WATCHED_POLL_SECONDS = 60.0
 """With a watcher (``nudge``), a client reads its execution when the orchestrator announces a
-status change on ``execution.status``, as a reviewer reads a review when notified, and every 15
-s in case an announcement was missed. Polling instead made the soak's load its own: hundreds of
+status change on ``execution.status``, as a reviewer reads a review when notified, and every
+minute in case an announcement was missed. Polling instead made the soak's load its own: hundreds of
 executions queued behind a fault polled the gateway over a hundred times a second, each a few
 store reads, which kept the store saturated and the queue growing."""
 MAX_RETRY_PAUSE = 2.0
@@ -46,10 +46,13 @@ class Workload:
         self.last_progress = time.monotonic()
         """When a client last saw an execution move (created, a new status or suspension)."""
         self.watched = False
+        self.nudges = 0
+        """Status announcements the watcher passed on (in the scenario's notes)."""
         self._changed: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
 
     def nudge(self, execution_id: str, status: str, seen: float) -> None:
         """A watcher saw ``execution_id`` change status (bench/watchers.py ``OnStatus``)."""
+        self.nudges += 1
         self._changed[execution_id].set()
 
     async def _next_look(self, execution_id: str, pause: float) -> None:

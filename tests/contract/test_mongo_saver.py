@@ -14,7 +14,7 @@ import pytest
 from langgraph.checkpoint.mongodb import MongoDBSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
-from pymongo import MongoClient
+from pymongo import MongoClient, monitoring
 
 from services.sandbox.mongo_saver import HEADS_COLLECTION, PointReadMongoDBSaver, key_of
 from tests.conftest import unique_name
@@ -109,14 +109,54 @@ async def test_a_thread_langgraphs_saver_began_is_read_and_continued_its_way(
     database = unique_name("saver")
     try:
         theirs = await asyncio.to_thread(MongoDBSaver, client, db_name=database)
-        ours = await asyncio.to_thread(PointReadMongoDBSaver, client, db_name=database)
         config = {"configurable": {"thread_id": "t-old"}}
         await graph_on(theirs).ainvoke({"log": []}, config)
+        ours = await asyncio.to_thread(PointReadMongoDBSaver, client, db_name=database)
         assert await ours.aget_tuple(config) == await theirs.aget_tuple(config)
         result = await graph_on(ours).ainvoke(Command(resume="yes"), config)
         assert result["log"] == ["first", "review:yes"]
         assert client[database][HEADS_COLLECTION].count_documents({"thread_id": "t-old"}) == 0
         assert await ours.aget_tuple(config) == await theirs.aget_tuple(config)
+    finally:
+        client.drop_database(database)
+        client.close()
+
+
+class FieldQueries(monitoring.CommandListener):
+    """Counts the commands on the checkpoint collections that select by anything but ``_id``."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if event.command.get(event.command_name) not in ("checkpoints", "checkpoint_writes"):
+            return
+        selectors = [event.command.get("filter")] + [
+            u.get("q") for u in event.command.get("updates", [])
+        ]
+        if any(isinstance(q, dict) and set(q) - {"_id"} for q in selectors):
+            self.count += 1
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+async def test_a_run_queries_nothing_but_ids(mongodb_uri: str) -> None:
+    """FerretDB scans a collection for any other query: a run must not make one."""
+    queries = FieldQueries()
+    client: MongoClient[Any] = MongoClient(mongodb_uri, tz_aware=True, event_listeners=[queries])
+    database = unique_name("saver")
+    try:
+        ours = await asyncio.to_thread(PointReadMongoDBSaver, client, db_name=database)
+        graph = graph_on(ours)
+        config = {"configurable": {"thread_id": "t-ids"}}
+        await graph.ainvoke({"log": []}, config)
+        await graph.ainvoke(Command(resume="yes"), config)
+        assert (await ours.aget_tuple(config)) is not None
+        assert queries.count == 0
     finally:
         client.drop_database(database)
         client.close()
