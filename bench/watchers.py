@@ -62,8 +62,9 @@ class KafkaStatusWatcher:
             seen = time.time()
             for records in batches.values():
                 for record in records:
-                    event = json.loads(record.value or b"{}")
-                    on_status(str(event["execution_id"]), str(event["status"]), seen)
+                    status = _status_of(record.value)
+                    if status is not None:
+                        on_status(*status, seen)
 
     def approved(self, execution_id: str) -> None:
         pass  # every status arrives on the topic anyway
@@ -75,6 +76,16 @@ class KafkaStatusWatcher:
                 await self._task
         if self._consumer is not None:
             await self._consumer.stop()
+
+
+def _status_of(value: bytes | None) -> tuple[str, str] | None:
+    """(execution_id, status) of an ``execution.status`` message; None for anything else (the
+    chaos suite publishes poison on every topic: a watcher that died on one would go blind)."""
+    try:
+        event = json.loads(value or b"")
+        return str(event["execution_id"]), str(event["status"])
+    except (ValueError, TypeError, KeyError):
+        return None
 
 
 class PollingWatcher:
