@@ -72,7 +72,8 @@ class KafkaStatusWatcher:
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            # A watcher that failed must still close its consumer.
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
         if self._consumer is not None:
             await self._consumer.stop()
