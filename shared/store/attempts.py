@@ -18,7 +18,6 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
 from shared.events import utc_now
-from shared.store.highest import highest
 
 MAX_BEGIN_RACES = 20
 
@@ -64,14 +63,14 @@ class MongoAttemptLedger:
         )
 
     async def begin(self, execution_id: str, epoch: int) -> int:
+        # Attempts are numbered from 1 under their ``_id``: the next free number is found by
+        # point reads (FerretDB would scan the collection for a query by fields).
+        attempt = 1
         for _ in range(MAX_BEGIN_RACES):
-            latest = await highest(
-                self._collection.find(
-                    {"execution_id": execution_id, "epoch": epoch}, {"attempt": 1}
-                ),
-                "attempt",
-            )
-            attempt = (int(latest["attempt"]) if latest else 0) + 1
+            while await self._collection.find_one(
+                {"_id": _attempt_id(execution_id, epoch, attempt)}, {"_id": 1}
+            ):
+                attempt += 1
             try:
                 await self._collection.insert_one(
                     {

@@ -188,18 +188,25 @@ class MongoExecutionStore:
 
     async def _refresh_head(self, document: Document) -> None:
         """Point the head at the newest version, starting from the one just written. The head
-        never goes back: it is replaced only when older (an upsert that finds a head as new or
-        newer fails on its ``_id`` instead). Then any successor written meanwhile (by a writer
-        that may have lost this race) is carried forward the same way."""
+        does not go back: a head already as new is left alone (compared here, since FerretDB
+        scans the collection for any filter on ``_id`` plus another field). Two writers racing
+        between that read and their write may still set an older head; each then carries it
+        forward to any successor written meanwhile, so the head ends at the newest version."""
         execution_id = document["execution_id"]
         for _ in range(HEAD_REFRESH_ATTEMPTS):
-            head = {k: v for k, v in document.items() if k != "_id"}
-            with contextlib.suppress(DuplicateKeyError):
-                await self._heads.replace_one(
-                    {"_id": execution_id, "version": {"$lt": document["version"]}},
-                    head,
-                    upsert=True,
-                )
+            head = await self._heads.find_one({"_id": execution_id}, {"version": 1})
+            if head is not None and head["version"] >= document["version"]:
+                if head["version"] > document["version"]:
+                    newer = await self._versions.find_one(
+                        {"_id": _version_id(execution_id, head["version"])}
+                    )
+                    document = newer if newer is not None else document
+            else:
+                fields = {k: v for k, v in document.items() if k != "_id"}
+                try:
+                    await self._heads.replace_one({"_id": execution_id}, fields, upsert=True)
+                except DuplicateKeyError:
+                    continue  # a concurrent writer inserted the head first: compare again
             successor = await self._versions.find_one(
                 {"_id": _version_id(execution_id, document["version"] + 1)}
             )

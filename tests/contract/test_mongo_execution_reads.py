@@ -10,8 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 from pymongo.asynchronous.collection import AsyncCollection
 
-from shared.store.highest import Document
-from shared.store.mongo import MongoStore
+from shared.store.mongo import Document, MongoStore
 from tests import factories as f
 from tests.conftest import unique_name
 
