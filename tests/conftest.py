@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 
 import pytest
 
@@ -42,8 +43,14 @@ async def store(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
         finally:
             await sqlite.close()
         return
-    uri = request.getfixturevalue("mongodb_uri")
-    mongo = MongoStore.connect(uri, unique_name("contract"))
+    async with throwaway_mongo_store(request.getfixturevalue("mongodb_uri"), "contract") as mongo:
+        yield mongo
+
+
+@asynccontextmanager
+async def throwaway_mongo_store(uri: str, prefix: str) -> AsyncIterator[MongoStore]:
+    """A MongoDB store on a database of its own, with its indexes, dropped afterwards."""
+    mongo = MongoStore.connect(uri, unique_name(prefix))
     await mongo.ensure_indexes()
     try:
         yield mongo

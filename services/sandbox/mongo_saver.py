@@ -9,8 +9,11 @@ from those fields, and keeps two small indexes of its own:
 
 - ``checkpoint_heads``: the newest checkpoint id of each (thread, namespace) (``$max``: ids are
   monotonic), instead of the sorted query;
-- ``write_keys`` on each checkpoint document: the ``_id`` of each of its pending writes, in the
-  order they were written, instead of a query on the writes collection.
+- ``checkpoint_write_sets``: for each ``put_writes`` call on a checkpoint, one document listing
+  the ``_id`` of the writes it stored, numbered 0, 1, 2... per checkpoint, instead of a query on
+  the writes collection. Insert-only, because an insert under a new ``_id`` is the one write
+  FerretDB makes atomic: concurrent ``$addToSet`` on one array lost keys there (LangGraph writes
+  a checkpoint's writes from concurrent calls).
 
 So LangGraph's own saver still reads everything this one wrote (the documents are the same), and
 this one still reads what LangGraph's wrote: a (thread, namespace) without a head is a thread
@@ -25,7 +28,7 @@ replica begins afterwards would look new to a replica that found none).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -46,7 +49,8 @@ from pymongo.collection import Collection
 from pymongo.errors import DuplicateKeyError
 
 HEADS_COLLECTION = "checkpoint_heads"
-WRITE_KEYS = "write_keys"
+WRITE_SETS_COLLECTION = "checkpoint_write_sets"
+MAX_WRITE_SETS = 10_000
 
 
 def key_of(*parts: str | int) -> str:
@@ -62,8 +66,8 @@ def _identifier(value: Any, name: str) -> str:
 
 
 def _upsert(collection: Collection[Any], key: str, update: dict[str, Any]) -> None:
-    """Update or insert by ``_id``. Two upserts of a new ``_id`` at once (a checkpoint's put and
-    its writes' keys) can both try the insert; the loser finds the document on its second try
+    """Update or insert by ``_id``. Two upserts of a new ``_id`` at once (a checkpoint put again
+    by a retried run) can both try the insert; the loser finds the document on its second try
     (MongoDB retries that itself, FerretDB reports the duplicate)."""
     try:
         collection.update_one({"_id": key}, update, upsert=True)
@@ -75,6 +79,7 @@ class PointReadMongoDBSaver(MongoDBSaver):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.heads_collection = self.db[HEADS_COLLECTION]
+        self.write_sets_collection = self.db[WRITE_SETS_COLLECTION]
         self._keyed: set[tuple[str, str]] = set()
         """(thread, namespace) pairs known to be written this saver's way: skips the head read."""
         self._legacy: set[tuple[str, str]] = set()
@@ -204,25 +209,22 @@ class PointReadMongoDBSaver(MongoDBSaver):
         if not operations:
             return
         self.writes_collection.bulk_write(operations)
-        # After the writes: a reader that sees a key finds its document. An upsert: the
-        # checkpoint's own put may not have landed yet (it then adds its fields to this).
-        _upsert(
-            self.checkpoint_collection,
-            key_of(thread_id, checkpoint_ns, checkpoint_id),
-            {
-                "$addToSet": {WRITE_KEYS: {"$each": keys}},
-                # LangGraph's unique index on these fields: never leave them empty.
-                "$setOnInsert": {
-                    "thread_id": thread_id,
-                    "checkpoint_ns": checkpoint_ns,
-                    "checkpoint_id": checkpoint_id,
-                },
-            },
-        )
+        # After the writes: a reader that finds the set finds its documents.
+        checkpoint_key = (thread_id, checkpoint_ns, checkpoint_id)
+        for number in range(MAX_WRITE_SETS):
+            try:
+                self.write_sets_collection.insert_one(
+                    {"_id": key_of(*checkpoint_key, number), "thread_id": thread_id, "keys": keys}
+                )
+                return
+            except DuplicateKeyError:
+                continue  # that number is taken (an earlier call, or a concurrent one): next
+        raise RuntimeError(f"over {MAX_WRITE_SETS} write sets on checkpoint {checkpoint_key}")
 
     def delete_thread(self, thread_id: str) -> None:
         super().delete_thread(thread_id)
         self.heads_collection.delete_many({"thread_id": _identifier(thread_id, "thread_id")})
+        self.write_sets_collection.delete_many({"thread_id": thread_id})
         self._keyed = {pair for pair in self._keyed if pair[0] != thread_id}
         self._legacy = {pair for pair in self._legacy if pair[0] != thread_id}
 
@@ -247,21 +249,9 @@ class PointReadMongoDBSaver(MongoDBSaver):
             checkpoint_id = max(ids)  # ids are monotonic (uuid6): the newest sorts last
         key = {**thread, "checkpoint_id": _identifier(checkpoint_id, "checkpoint_id")}
         doc = self.checkpoint_collection.find_one(key)
-        if doc is None or "checkpoint" not in doc:  # not written yet (only its writes' keys)
+        if doc is None:
             return None
-        checkpoint = self.serde.loads_typed((doc["type"], doc["checkpoint"]))
-        pending_writes = [
-            (w["task_id"], w["channel"], self.serde.loads_typed((w["type"], w["value"])))
-            for w in self.writes_collection.find(key)
-        ]
-        parent = doc.get("parent_checkpoint_id")
-        return CheckpointTuple(
-            {"configurable": key},
-            checkpoint,
-            loads_metadata(self.serde, doc["metadata"]),
-            {"configurable": {**thread, "checkpoint_id": parent}} if parent else None,
-            pending_writes,
-        )
+        return self._tuple(thread, checkpoint_id, doc, self.writes_collection.find(key))
 
     def _keyed_tuple(
         self, thread: dict[str, str], checkpoint_id: str | None
@@ -277,21 +267,37 @@ class PointReadMongoDBSaver(MongoDBSaver):
         doc = self.checkpoint_collection.find_one(
             {"_id": key_of(thread["thread_id"], thread["checkpoint_ns"], checkpoint_id)}
         )
-        if doc is None or "checkpoint" not in doc:  # not written yet (only its writes' keys)
+        if doc is None:
             return None
-        writes = [self.writes_collection.find_one({"_id": key}) for key in doc.get(WRITE_KEYS, [])]
-        pending_writes = [
-            (w["task_id"], w["channel"], self.serde.loads_typed((w["type"], w["value"])))
-            for w in writes
-            if w is not None
-        ]
-        key = {**thread, "checkpoint_id": checkpoint_id}
-        checkpoint = self.serde.loads_typed((doc["type"], doc["checkpoint"]))
+        keys: dict[str, None] = {}  # in order, once each (a retried call repeats its keys)
+        for number in range(MAX_WRITE_SETS):
+            found = self.write_sets_collection.find_one(
+                {"_id": key_of(thread["thread_id"], thread["checkpoint_ns"], checkpoint_id, number)}
+            )
+            if found is None:
+                break
+            keys.update(dict.fromkeys(found["keys"]))
+        writes = [self.writes_collection.find_one({"_id": key}) for key in keys]
+        return self._tuple(thread, checkpoint_id, doc, (w for w in writes if w is not None))
+
+    def _tuple(
+        self,
+        thread: dict[str, str],
+        checkpoint_id: str,
+        doc: dict[str, Any],
+        writes: Iterable[dict[str, Any]],
+    ) -> CheckpointTuple:
+        """A checkpoint document and its pending writes, as LangGraph's saver returns them."""
         parent = doc.get("parent_checkpoint_id")
         return CheckpointTuple(
-            {"configurable": key},
-            checkpoint,
+            {"configurable": {**thread, "checkpoint_id": checkpoint_id}},
+            self.serde.loads_typed((doc["type"], doc["checkpoint"])),
             loads_metadata(self.serde, doc["metadata"]),
             {"configurable": {**thread, "checkpoint_id": parent}} if parent else None,
-            pending_writes,
+            [
+                (w["task_id"], w["channel"], self.serde.loads_typed((w["type"], w["value"])))
+                # LangGraph writes a checkpoint's writes from concurrent calls: no stored order
+                # is theirs. Ordered as LangGraph's Postgres saver orders them.
+                for w in sorted(writes, key=lambda w: (w["task_path"], w["task_id"], w["idx"]))
+            ],
         )

@@ -12,20 +12,15 @@ from pymongo.asynchronous.collection import AsyncCollection
 
 from shared.store.mongo import Document, MongoStore
 from tests import factories as f
-from tests.conftest import unique_name
+from tests.conftest import throwaway_mongo_store
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
 async def mongo(mongodb_uri: str) -> AsyncIterator[MongoStore]:
-    store = MongoStore.connect(mongodb_uri, unique_name("reads"))
-    await store.ensure_indexes()
-    try:
+    async with throwaway_mongo_store(mongodb_uri, "reads") as store:
         yield store
-    finally:
-        await store._client.drop_database(store._database_name)
-        await store.close()
 
 
 async def written(store: MongoStore, execution_id: str, versions: int) -> None:
