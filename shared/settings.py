@@ -5,12 +5,14 @@ Each service extends ``CommonSettings`` with its own class; tests pass settings 
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Literal, Self
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from shared.crypto import Keyring, KeyringError, keyring_from
 from shared.topics import DEFAULT_PARTITIONS, Topics
 
 DEFAULT_AGENTS_FILE = Path(__file__).resolve().parent.parent / "agents" / "agents.toml"
@@ -55,6 +57,11 @@ class CommonSettings(BaseSettings):
     its partitions back without a rebalance, so the other replicas never pause. The price: a
     replica stopped for good holds its partitions until the session timeout, since a static
     member does not leave its group. Unique per live replica; None: dynamic membership."""
+    encryption_keys: SecretStr | None = None
+    """``<key id>:<base64 of 32 bytes>``, comma-separated, newest first (``shared/crypto.py``):
+    seals callers' custom headers on the bus and the gateway's page cursors. The gateway and the
+    sandbox must hold the same keys. Required in production; elsewhere a process without it
+    makes an in-memory key of its own."""
     agents_file: Path = DEFAULT_AGENTS_FILE
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["auto", "json", "console"] = "auto"
@@ -81,7 +88,20 @@ class CommonSettings(BaseSettings):
             raise ValueError(
                 "INTERLOCK_KAFKA_SSL_CERTFILE and INTERLOCK_KAFKA_SSL_KEYFILE go together"
             )
+        if self.encryption_keys is not None:
+            Keyring.parse(self.encryption_keys.get_secret_value())  # fail at start-up, not later
         return self
+
+    @functools.cached_property
+    def keyring(self) -> Keyring:
+        """The encryption keys; raises KeyringError in production when none are set."""
+        if self.encryption_keys is None and self.environment == "production":
+            raise KeyringError(
+                "INTERLOCK_ENCRYPTION_KEYS is required in production (the gateway and the sandbox"
+                " share it): make one with `interlock keys encryption-key`"
+            )
+        keys = self.encryption_keys
+        return keyring_from(None if keys is None else keys.get_secret_value())
 
     @property
     def topics(self) -> Topics:

@@ -23,6 +23,9 @@ from pymongo.errors import DuplicateKeyError
 from shared.events import Identifier, utc_now
 
 SECRET_PREFIX = "ilk_"
+DEVELOPMENT_KEY_ID = "00000000000000de"
+"""The id of the well-known key ``make dev`` prints (``interlock/dev.py``): refused by id in every
+environment but development, whatever a store holds."""
 
 
 class Role(StrEnum):
