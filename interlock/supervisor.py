@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 
 SERVICES = ("orchestrator", "sandbox", "notifier", "gateway")
@@ -101,6 +102,18 @@ Press Ctrl-C to stop.
 """
 
 
+def shared_encryption_keys(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` with an ``INTERLOCK_ENCRYPTION_KEYS`` for every service: the one given, or a
+    key made for this run. Without one, each process would make its own in-memory key and the
+    sandbox could not open the custom headers the gateway sealed. Like ``interlock dev``'s, the
+    key lives only as long as this run: a restart forgets headers still in flight."""
+    if environ.get("INTERLOCK_ENCRYPTION_KEYS"):
+        return dict(environ)
+    from shared.crypto import new_key_entry
+
+    return {**environ, "INTERLOCK_ENCRYPTION_KEYS": new_key_entry("up")}
+
+
 def run(log_dir: Path | None) -> int:
     """Start the services, print how to try them, and wait until interrupted or one exits."""
     host = os.environ.get("INTERLOCK_HOST", "127.0.0.1")
@@ -115,6 +128,7 @@ def run(log_dir: Path | None) -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
+    env = shared_encryption_keys(os.environ)
     try:
         for name in SERVICES:
             output = None
@@ -125,6 +139,7 @@ def run(log_dir: Path | None) -> int:
                 [sys.executable, "-m", "interlock.cli", "service", name],
                 stdout=output,
                 stderr=subprocess.STDOUT if output else None,
+                env=env,
             )
         _wait_ready(f"{base_url}/readyz", processes)
         print(try_it_text(base_url, os.environ.get("INTERLOCK_DEV_API_KEY")), flush=True)

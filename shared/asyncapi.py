@@ -31,6 +31,7 @@ from faststream.kafka import KafkaBroker
 from faststream.specification import AsyncAPI
 from pydantic import BaseModel
 
+from shared.custom_headers import CUSTOM_HEADER_PREFIX, SEALED_HEADER
 from shared.events import (
     CancelRequested,
     DecisionSubmitted,
@@ -71,6 +72,20 @@ consumers must tolerate duplicates (`event_id` identifies a message, and sandbox
 Versioning: a breaking change adds a new model with the next `version`, which consumers accept \
 before producers switch to it. This document is generated from `shared/events.py` by \
 `python -m shared.asyncapi`; do not edit it by hand."""
+
+
+CUSTOM_HEADERS_SEALED = (
+    "Optional: the caller's custom headers of this run segment (the agent's"
+    " `configurable[\"custom_headers\"]`), sealed with the gateway's and the sandbox's shared"
+    " `INTERLOCK_ENCRYPTION_KEYS` (AES-256-GCM, purpose `custom-headers`, the `execution_id` as"
+    " context; `shared/custom_headers.py`). The orchestrator forwards it unopened on the dispatch;"
+    " a token that does not open is left out of the run and recorded in the audit trail."
+)
+CUSTOM_HEADERS_PLAIN = (
+    "Optional, outside producers only: custom headers in plain text, passed to the agent as they"
+    " are (the gateway never publishes them plain; they stay in the topic's log for its"
+    " retention, so prefer the sealed header)."
+)
 
 
 @dataclass(frozen=True)
@@ -441,6 +456,14 @@ def _message(doc: TopicDoc, generated: dict[str, Any]) -> dict[str, Any]:
             "event-type": {"type": "string", "const": event_type},
         },
     }
+    if doc.model in (ExecutionRequested, DecisionSubmitted, ExecutionDispatched):
+        message["headers"]["properties"][SEALED_HEADER] = {
+            "type": "string",
+            "description": CUSTOM_HEADERS_SEALED,
+        }
+        message["headers"]["patternProperties"] = {
+            f"^{CUSTOM_HEADER_PREFIX}": {"type": "string", "description": CUSTOM_HEADERS_PLAIN}
+        }
     message["payload"] = generated["payload"]
     message["bindings"] = {
         "kafka": {

@@ -30,6 +30,7 @@ from pydantic import BaseModel
 from pymongo.errors import PyMongoError
 
 from shared import metrics, tracing
+from shared.custom_headers import carried
 from shared.errors import RejectedMessage, RetryableError
 from shared.events import (
     EventDecodeError,
@@ -55,29 +56,20 @@ would not fit (JSON escaping can double it): the letter could never be published
 message would be redelivered forever, blocking its partition."""
 
 
-CUSTOM_HEADER_PREFIX = "x-interlock-custom-"
-
-_custom_headers: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
-    "interlock_custom_headers", default=None
+_carried: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
+    "interlock_carried_headers", default=None
 )
 
 
-def custom_headers() -> dict[str, str]:
-    """The ``X-Interlock-Custom-*`` headers of the message being handled (empty outside one).
+def carried_headers() -> dict[str, str]:
+    """The callers' custom headers the message being handled carries (empty outside one): the
+    sealed set, and plain ones from an outside producer (``shared/custom_headers.py``).
 
-    Callers' custom headers (an end user's token, say) ride along the Kafka messages of one
-    run segment only: never in an event's payload, so never in MongoDB nor in a log line, and
-    they are not kept across a suspension; a resume must send them again.
+    They ride along the messages of one run segment only: never in an event's payload, so never
+    in the store nor in a log line, and they are not kept across a suspension; a resume must
+    send them again. Forward them as they are; only the sandbox opens them.
     """
-    return dict(_custom_headers.get() or {})
-
-
-def pick_custom_headers(headers: Mapping[str, Any]) -> dict[str, str]:
-    return {
-        name.lower(): str(value)
-        for name, value in headers.items()
-        if name.lower().startswith(CUSTOM_HEADER_PREFIX)
-    }
+    return dict(_carried.get() or {})
 
 
 class EventPublisher(Protocol):
@@ -208,7 +200,7 @@ class Consumer(Generic[E]):
                 return
             span.set_attribute("interlock.execution_id", event.execution_id)
             span.set_attribute("interlock.event_id", event.event_id)
-            token = _custom_headers.set(pick_custom_headers(delivery.headers))
+            token = _carried.set(carried(delivery.headers))
             try:
                 with structlog.contextvars.bound_contextvars(
                     execution_id=event.execution_id,
@@ -218,7 +210,7 @@ class Consumer(Generic[E]):
                 ):
                     await self._run(event, record, delivery.body, where, started)
             finally:
-                _custom_headers.reset(token)
+                _carried.reset(token)
 
     async def _run(
         self,

@@ -7,6 +7,16 @@ letters and retries), commits after it returns, and delivers the message again a
 A publish returns once the message is stored, so what was in flight survives a restart of the
 process, as it would on Kafka. One partition per topic: order is total, which is more than the
 per-key order the services rely on.
+
+Retention: a message is deleted once every consumer group reading its topic has committed past
+it (``prune``). Nothing reads it again then: the pumps read above their group's offset, ``lag``
+counts above it, and row ids are never reused (AUTOINCREMENT), so an emptied topic goes on
+numbering from where it was. A group registered here with no offset yet holds its whole topic.
+A topic no consumer of this process reads (the dead letters) keeps its newest
+``KEEP_UNCONSUMED`` messages, for whoever looks at them, like a Kafka topic's retention.
+Pruning runs when the bus starts and stops, and in between after ``PRUNE_EVERY_COMMITS``
+commits or ``PRUNE_EVERY_SECONDS`` (checked at each commit and when a pump runs out of
+messages), one indexed ``DELETE`` per topic that changed: never a scan per message.
 """
 
 from __future__ import annotations
@@ -14,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from pathlib import Path
 
 import aiosqlite
@@ -29,8 +40,14 @@ log = structlog.get_logger(__name__)
 BATCH = 100
 IDLE_WAKE_SECONDS = 1.0
 """A pump with nothing to do looks again this often even without a wake-up (belt and braces)."""
+PRUNE_EVERY_COMMITS = 100
+PRUNE_EVERY_SECONDS = 1.0
+KEEP_UNCONSUMED = 1000
+"""Messages kept of a topic that no consumer group of this process reads."""
 
 SCHEMA = """
+-- AUTOINCREMENT: ids are never reused, even once pruning has emptied the table, so a new
+-- message is always above every committed offset.
 CREATE TABLE IF NOT EXISTS bus_messages (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     topic TEXT NOT NULL,
@@ -58,6 +75,10 @@ class InProcessBus:
         self._consumers: list[tuple[str, str, DeliveryHandler]] = []
         self._wake: dict[str, list[asyncio.Event]] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        self._changed: set[str] = set()
+        """Topics with commits (or, unread, publishes) since the last prune."""
+        self._commits_since_prune = 0
+        self._last_prune = time.monotonic()
 
     def add_consumer(self, topic: str, group_id: str, consumer: DeliveryHandler) -> None:
         if self._tasks:
@@ -69,9 +90,15 @@ class InProcessBus:
         await db.execute("PRAGMA journal_mode=WAL")
         await db.execute("PRAGMA synchronous=NORMAL")
         await db.execute("PRAGMA busy_timeout=5000")
+        # Deleted messages are overwritten, not left in free pages of the file.
+        await db.execute("PRAGMA secure_delete=ON")
         await db.executescript(SCHEMA)
         await db.commit()
         self._db = db
+        # What was committed before a stop or a crash and not pruned yet.
+        async with db.execute("SELECT DISTINCT topic FROM bus_messages") as cursor:
+            self._changed = {str(row[0]) for row in await cursor.fetchall()}
+        await self.prune()
         for topic, group_id, consumer in self._consumers:
             wake = asyncio.Event()
             self._wake.setdefault(topic, []).append(wake)
@@ -87,6 +114,7 @@ class InProcessBus:
         self._tasks = []
         self._wake = {}
         if self._db is not None:
+            await self.prune()
             await self._db.close()
             self._db = None
 
@@ -113,8 +141,66 @@ class InProcessBus:
                 (topic, key, json.dumps(headers or {}), body),
             )
             await db.commit()
+            if not self._groups(topic):
+                self._changed.add(topic)  # nobody reads it here: kept to KEEP_UNCONSUMED
         for wake in self._wake.get(topic, []):
             wake.set()
+
+    async def prune(self) -> int:
+        """Delete what every consumer group of its topic has committed (and the oldest messages
+        of unread topics beyond ``KEEP_UNCONSUMED``); returns how many were deleted."""
+        async with self._write:
+            db = self._connection()
+            changed, self._changed = self._changed, set()
+            self._commits_since_prune = 0
+            self._last_prune = time.monotonic()
+            deleted = 0
+            try:
+                for topic in sorted(changed):
+                    groups = self._groups(topic)
+                    if groups:
+                        floor = await self._floor(topic, groups)
+                        cursor = await db.execute(
+                            "DELETE FROM bus_messages WHERE topic = ? AND id <= ?", (topic, floor)
+                        )
+                    else:
+                        cursor = await db.execute(
+                            "DELETE FROM bus_messages WHERE topic = ? AND id <= (SELECT id FROM"
+                            " bus_messages WHERE topic = ? ORDER BY id DESC LIMIT 1 OFFSET ?)",
+                            (topic, topic, KEEP_UNCONSUMED),
+                        )
+                    deleted += max(cursor.rowcount, 0)
+                await db.commit()
+            except BaseException:
+                # Cancelled (the bus stopping) or failed: the next prune does these topics.
+                self._changed |= changed
+                raise
+        if deleted:
+            log.debug("bus.pruned", messages=deleted, topics=len(changed))
+        return deleted
+
+    def _groups(self, topic: str) -> set[str]:
+        return {group for t, group, _ in self._consumers if t == topic}
+
+    async def _floor(self, topic: str, groups: set[str]) -> int:
+        """The offset every group in ``groups`` has committed on ``topic`` (0: one has none)."""
+        async with self._connection().execute(
+            "SELECT group_id, committed FROM bus_offsets WHERE topic = ?", (topic,)
+        ) as cursor:
+            committed = {str(g): int(c) for g, c in await cursor.fetchall()}
+        return min(committed.get(g, 0) for g in groups)
+
+    async def _maybe_prune(self) -> None:
+        if not self._changed:
+            return
+        due = time.monotonic() - self._last_prune >= PRUNE_EVERY_SECONDS
+        if due or self._commits_since_prune >= PRUNE_EVERY_COMMITS:
+            # Housekeeping inside a pump: a failure (a busy database, say) must not stop the
+            # delivery; the topics stay marked and the next prune does them.
+            try:
+                await self.prune()
+            except Exception as exc:
+                log.warning("bus.prune_failed", error=repr(exc))
 
     async def lag(self) -> int:
         """Messages published and not yet committed by every consumer (0: all caught up)."""
@@ -151,6 +237,9 @@ class InProcessBus:
                 (group_id, topic, offset),
             )
             await db.commit()
+            self._changed.add(topic)
+            self._commits_since_prune += 1
+        await self._maybe_prune()
 
     async def _pump(
         self, topic: str, group_id: str, consumer: DeliveryHandler, wake: asyncio.Event
@@ -165,6 +254,7 @@ class InProcessBus:
             ) as cursor:
                 rows = list(await cursor.fetchall())
             if not rows:
+                await self._maybe_prune()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(wake.wait(), IDLE_WAKE_SECONDS)
                 continue

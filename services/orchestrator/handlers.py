@@ -17,7 +17,7 @@ import structlog
 from services.orchestrator import state_machine as sm
 from shared import metrics, tracing
 from shared.agents import AgentRegistry
-from shared.bus import EventPublisher, custom_headers
+from shared.bus import EventPublisher, carried_headers
 from shared.domain.deadlines import DeadlineKind
 from shared.domain.decisions import DecisionError, check_agent_version
 from shared.domain.execution import Execution, new_pending_execution
@@ -252,12 +252,13 @@ class Orchestrator:
             # redelivery (the sandbox recognises it by its epoch); otherwise it is sent once.
             if await self._store.sent_commands.was_sent(command.event_id):
                 continue
-            # The caller's custom headers go to the sandbox for this run segment only.
+            # The caller's custom headers go to the sandbox for this run segment only, as they
+            # came: sealed for the sandbox (the orchestrator holds no key to open them).
             await self._publisher.publish(
                 command,
                 self._topics.dispatched,
                 key=execution.execution_id,
-                headers=custom_headers(),
+                headers=carried_headers(),
             )
             await self._store.sent_commands.mark_sent(command.event_id)
         changes = outcome.transitions or [

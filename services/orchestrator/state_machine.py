@@ -55,6 +55,8 @@ ALLOWED_TRANSITIONS: dict[ExecutionStatus, frozenset[ExecutionStatus]] = {
 
 ORCHESTRATOR = "orchestrator"
 SANDBOX = "sandbox"
+CUSTOM_HEADERS_UNREADABLE = "custom_headers.unreadable"
+"""Audit action: a run went without the custom headers it was sent with (shared/custom_headers)."""
 
 
 class IllegalTransition(InterlockError):
@@ -191,13 +193,36 @@ def on_abandoned(execution: Execution, *, cutoff: datetime) -> Outcome:
 def on_started(execution: Execution, report: ExecutionReported) -> Outcome:
     if report.epoch != execution.epoch:
         return Outcome(execution, ignored=f"stale epoch {report.epoch} (now {execution.epoch})")
+    unreadable = _unreadable_headers(execution, report)
     if execution.status not in (S.PENDING, S.RESUMING):
-        return Outcome(execution, ignored=f"already {execution.status.value}")
+        if unreadable is None or execution.status.is_terminal:
+            return Outcome(execution, ignored=f"already {execution.status.value}")
+        # Its suspension overtook the report (another topic): the run still went without them.
+        return Outcome(with_audit(execution, unreadable))
     walk = _Walk(execution)
     walk.to(
         S.RUNNING, actor=SANDBOX, reason=f"attempt {report.epoch} started", event_id=report.event_id
     )
+    if unreadable is not None:
+        walk.execution = with_audit(walk.execution, unreadable)
     return walk.outcome()
+
+
+def _unreadable_headers(execution: Execution, report: ExecutionReported) -> AuditEntry | None:
+    """The audit entry of a run that went without the caller's custom headers because they did
+    not open in the sandbox (once per report: a redelivery finds it recorded)."""
+    if report.custom_headers_unreadable is None or any(
+        a.event_id == report.event_id and a.action == CUSTOM_HEADERS_UNREADABLE
+        for a in execution.audit
+    ):
+        return None
+    return AuditEntry(
+        actor=SANDBOX,
+        action=CUSTOM_HEADERS_UNREADABLE,
+        reason=f"attempt {report.epoch} runs without the custom headers sent with it:"
+        f" {report.custom_headers_unreadable}",
+        event_id=report.event_id,
+    )
 
 
 def on_suspended(
@@ -442,6 +467,7 @@ def _decision_record(event: DecisionSubmitted, decision: str, suspension_id: int
         reviewer_notes=event.reviewer_notes,
         reviewer=event.reviewer,
         approvers=event.approvers,
+        discounted_approvers=event.discounted_approvers,
         decided_at=event.occurred_at,
     )
 

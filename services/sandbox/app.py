@@ -71,7 +71,13 @@ def build_sandbox(
         max_step_result_bytes=settings.max_step_result_bytes,
         progress=store.progress,
     )
-    sandbox = Sandbox(store=store, publisher=publisher, topics=settings.topics, runner=runner)
+    sandbox = Sandbox(
+        store=store,
+        publisher=publisher,
+        topics=settings.topics,
+        runner=runner,
+        keyring=settings.keyring,
+    )
     return sandbox, graphs
 
 

@@ -9,7 +9,9 @@ import structlog
 from services.sandbox.runner import AgentRunner, Completed, Failed, Refused, Suspended
 from services.sandbox.suspension import review_view
 from shared import tracing
-from shared.bus import EventPublisher
+from shared.bus import EventPublisher, carried_headers
+from shared.crypto import Keyring
+from shared.custom_headers import open_carried
 from shared.errors import Fenced, RejectedMessage
 from shared.events import (
     ExecutionDispatched,
@@ -27,12 +29,19 @@ log = structlog.get_logger(__name__)
 
 class Sandbox:
     def __init__(
-        self, *, store: Store, publisher: EventPublisher, topics: Topics, runner: AgentRunner
+        self,
+        *,
+        store: Store,
+        publisher: EventPublisher,
+        topics: Topics,
+        runner: AgentRunner,
+        keyring: Keyring,
     ) -> None:
         self._store = store
         self._publisher = publisher
         self._topics = topics
         self._runner = runner
+        self._keyring = keyring
 
     async def on_dispatched(self, command: ExecutionDispatched) -> None:
         execution = await self._store.executions.get(command.project_id, command.execution_id)
@@ -49,10 +58,15 @@ class Sandbox:
             "causation_id": command.event_id,
             "correlation_id": command.correlation_id,
         }
+        headers = open_carried(carried_headers(), self._keyring, command.execution_id)
+        if headers.unreadable is not None:
+            # The run goes on without them, and the audit trail says so (never the values).
+            log.warning("custom_headers.unreadable", reason=headers.unreadable)
         started = ExecutionReported(
             event_id=f"{command.execution_id}:started:{command.epoch}",
             epoch=command.epoch,
             outcome=ReportOutcome.STARTED,
+            custom_headers_unreadable=headers.unreadable,
             **common,
         )
         await self._publisher.publish(started, self._topics.reported, key=command.execution_id)
@@ -70,7 +84,7 @@ class Sandbox:
                 },
                 links=tracing.link_to(execution.trace_context, "execution.origin"),
             ) as run_span:
-                outcome, attempt = await self._runner.run(command)
+                outcome, attempt = await self._runner.run(command, headers.headers)
                 run_span.set_attribute("interlock.outcome", type(outcome).__name__)
             fault_point("sandbox.before_report")
             if attempt is not None:

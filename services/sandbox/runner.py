@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -41,7 +42,6 @@ from services.sandbox.reviews import interrupt_reviews, tool_rules
 from services.sandbox.tools import make_tools_durable
 from shared import metrics
 from shared.agents import AgentRegistry, AgentSpec
-from shared.bus import custom_headers
 from shared.domain.versions import AgentVersion
 from shared.errors import Fenced
 from shared.events import (
@@ -202,9 +202,12 @@ class AgentRunner:
         self._run_timeout = run_timeout_seconds
         self._max_step_result_bytes = max_step_result_bytes
 
-    async def run(self, dispatch: ExecutionDispatched) -> tuple[RunOutcome, Attempt | None]:
-        """Run what the dispatch asks for. Returns the outcome and the attempt that produced it
-        (None when nothing had to run). Raises ``Fenced`` when a newer attempt took over."""
+    async def run(
+        self, dispatch: ExecutionDispatched, custom_headers: Mapping[str, str] | None = None
+    ) -> tuple[RunOutcome, Attempt | None]:
+        """Run what the dispatch asks for, the caller's custom headers (opened) in the agent's
+        run config. Returns the outcome and the attempt that produced it (None when nothing had
+        to run). Raises ``Fenced`` when a newer attempt took over."""
         try:
             agent = self._graphs.get(dispatch.agent)
         except AgentNotLoadable as exc:
@@ -214,7 +217,7 @@ class AgentRunner:
         config: Any = {
             "configurable": {
                 "thread_id": dispatch.execution_id,
-                "custom_headers": custom_headers(),
+                "custom_headers": dict(custom_headers or {}),
             },
             "callbacks": [GraphSpans(otel_context.get_current())],
         }

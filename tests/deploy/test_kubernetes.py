@@ -46,7 +46,7 @@ CONSUMERS = (ServiceName.ORCHESTRATOR, ServiceName.SANDBOX, ServiceName.NOTIFIER
 SECRET_NAME = re.compile(r"(SECRET|PASSWORD|TOKEN|API_KEY|MONGODB_URI|CREDENTIALS)", re.I)
 # Secrets the prod overlay expects to exist (deploy/README.md says how to create them).
 PROD_SECRETS = {
-    "interlock": {"mongodb-uri", "action-link-secret"},
+    "interlock": {"mongodb-uri", "action-link-secret", "encryption-keys"},
     "mongodb": {"root-password", "app-password", "keyfile"},
 }
 

@@ -1,0 +1,122 @@
+"""Issue 17, finding 6, as the attack: after a run with a caller's custom header, a byte search
+of the broker's log directory and of the store's data finds no header value, while the agent
+received it. Four service processes, the local Kafka broker and FerretDB of ``infra/infra.sh``.
+
+The directories are found from the running servers themselves (``.infra/*.pid`` and their
+command lines), and only when they serve the addresses the tests were given: a broker or a
+store elsewhere (testcontainers, a remote one) has no directory here to search, and the test
+is skipped saying so.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.e2e.cluster import REPO, SERVICES, Cluster
+from tests.e2e.conftest import Api, ledger_entries
+
+pytestmark = pytest.mark.e2e
+
+INFRA = REPO / ".infra"
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+def command_line(pid_file: Path) -> list[str] | None:
+    """The command line of the live process named by ``pid_file``, or None."""
+    try:
+        pid = int(pid_file.read_text().split()[0])
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, ValueError, IndexError):
+        return None
+    return [part.decode() for part in raw.split(b"\0") if part]
+
+
+def local_kafka_log_dirs(bootstrap: str) -> list[Path]:
+    """The log directories of the broker ``infra/infra.sh`` runs, if it is the one at
+    ``bootstrap``; skips the test otherwise."""
+    host, _, port = bootstrap.split(",")[0].rpartition(":")
+    args = command_line(INFRA / "kafka.pid")
+    if host not in LOOPBACK or args is None or not args[-1].endswith(".properties"):
+        pytest.skip(f"Kafka at {bootstrap} is not the local broker of infra/infra.sh")
+    properties = dict(
+        line.split("=", 1)
+        for line in Path(args[-1]).read_text().splitlines()
+        if "=" in line and not line.lstrip().startswith("#")
+    )
+    if f":{port}" not in properties.get("listeners", ""):
+        pytest.skip(f"the local broker does not listen on {bootstrap}")
+    return [Path(d) for d in properties["log.dirs"].split(",")]
+
+
+def local_ferretdb_data_dir(uri: str) -> Path:
+    """The SQLite directory of the FerretDB ``infra/infra.sh`` runs, if it serves ``uri``."""
+    where = urlsplit(uri)
+    args = command_line(INFRA / "ferretdb.pid") or []
+    flags = dict(a.removeprefix("--").split("=", 1) for a in args[1:] if "=" in a)
+    listen = flags.get("listen-addr", "")
+    sqlite = flags.get("sqlite-url", "")
+    if where.hostname not in LOOPBACK or not listen.endswith(f":{where.port}"):
+        pytest.skip(f"MongoDB at {uri} is not the local FerretDB of infra/infra.sh")
+    if not sqlite.startswith("file:"):
+        pytest.skip("the local FerretDB does not keep its data in SQLite files")
+    return Path(sqlite.removeprefix("file:").split("?")[0])
+
+
+def files_holding(folders: list[Path], needle: str, *, skip: tuple[str, ...] = ()) -> list[Path]:
+    data = needle.encode()
+    found = []
+    for folder in folders:
+        for path in folder.rglob("*"):
+            if path.is_file() and not path.name.endswith(skip) and data in path.read_bytes():
+                found.append(path)
+    return found
+
+
+# Kafka's offset and time indexes hold positions only, never record bytes, and are preallocated
+# (10 MiB each per partition): reading them would only read zeros.
+KAFKA_INDEXES = (".index", ".timeindex")
+
+
+async def test_a_custom_header_value_rests_nowhere_in_plain_text(
+    api: Api, cluster: Cluster, kafka_bootstrap: str, mongodb_uri: str
+) -> None:
+    kafka_dirs = local_kafka_log_dirs(kafka_bootstrap)
+    store_dir = local_ferretdb_data_dir(mongodb_uri)
+    first, second = (f"end-user-token-{secrets.token_hex(16)}" for _ in range(2))
+
+    invoked = await api.client.post(
+        f"/api/v1/projects/{api.project}/workspaces/{api.workspace}/invoke",
+        json={"agent": "refund-approval", "message": "Refund claim CLM-4821"},
+        headers={"X-Interlock-Custom-Token": first},
+    )
+    assert invoked.status_code == 202, invoked.text
+    execution_id = invoked.json()["execution_id"]
+    await api.wait_for(execution_id, "suspended")
+    resumed = await api.client.post(
+        f"/api/v1/projects/{api.project}/executions/{execution_id}/resume",
+        params={"workspace_id": api.workspace},
+        json={"decision": "approve"},
+        headers={"X-Interlock-Custom-Token": second},
+    )
+    assert resumed.status_code == 202, resumed.text
+    done = await api.wait_for(execution_id, "completed", "error")
+    assert done["status"] == "completed", done
+    # The agent received the header sent with the resume (the segment it ran in).
+    [refund] = ledger_entries(cluster, execution_id)
+    assert refund["custom_headers"] == {"x-interlock-custom-token": second}
+    assert not [
+        a for a in (await api.audit(execution_id)).json()["items"] if "unreadable" in a["action"]
+    ]
+
+    # The searches read the right bytes: the execution's own messages and documents are there.
+    assert files_holding(kafka_dirs, execution_id, skip=KAFKA_INDEXES), "no segment holds it"
+    assert files_holding([store_dir], execution_id), "no store file holds the execution"
+    for secret in (first, second):
+        assert files_holding(kafka_dirs, secret, skip=KAFKA_INDEXES) == []
+        assert files_holding([store_dir], secret) == []
+        for service in SERVICES:
+            assert secret not in cluster.log_tail(service, lines=100_000), service
