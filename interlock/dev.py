@@ -113,7 +113,14 @@ async def serve(settings: DevSettings) -> None:
         app = create_app(settings, store=wiring.store, publisher=wiring.publisher)
         base_url = f"http://{settings.host}:{settings.port}"
         server = AnnouncingServer(
-            uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None),
+            # The app, not uvicorn, decides whose X-Forwarded-For to trust (trusted_proxies).
+            uvicorn.Config(
+                app,
+                host=settings.host,
+                port=settings.port,
+                log_config=None,
+                proxy_headers=False,
+            ),
             announcement=try_it_text(base_url, settings.dev_api_key),
         )
         await wiring.bus.start()

@@ -1,10 +1,13 @@
-"""Health endpoints of the consumer services, for Kubernetes probes (``INTERLOCK_HEALTH_PORT``).
+"""Health endpoints on a listener of their own (``INTERLOCK_HEALTH_PORT``), for Kubernetes probes
+and Prometheus.
 
 ``GET /healthz``: the process and its event loop answer (liveness: a wedged loop fails it).
 ``GET /readyz``: the broker and the database answer within a few seconds (readiness: 503 with
 what failed, so a replica cut off from either stops being counted as ready).
 ``GET /metrics``: the process's Prometheus metrics (``shared/metrics.py``), for scraping.
-The gateway has its own on its API port.
+
+Every service serves it, the gateway too: its ``/metrics`` counts every tenant's executions, so
+it is kept off the public API port, on this listener that only the cluster network reaches.
 """
 
 from __future__ import annotations
@@ -100,17 +103,22 @@ async def broker_reachable(ping: Callable[[float], Awaitable[bool]]) -> None:
 Hook = Callable[[], Awaitable[None]]
 
 
+def health_server(settings: CommonSettings, checks: Mapping[str, Check]) -> HealthServer | None:
+    """The process's health listener, or None when ``INTERLOCK_HEALTH_PORT`` is not set."""
+    if settings.health_port is None:
+        return None
+    return HealthServer(settings.health_host, settings.health_port, checks)
+
+
 def health_hooks(
     settings: CommonSettings,
     broker_ping: Callable[[float], Awaitable[bool]],
     database_ping: Check,
 ) -> tuple[list[Hook], list[Hook]]:
     """Start-up and shut-down hooks of a consumer's health server (none without a port)."""
-    if settings.health_port is None:
-        return [], []
-    server = HealthServer(
-        settings.health_host,
-        settings.health_port,
-        {"kafka": lambda: broker_reachable(broker_ping), "database": database_ping},
+    server = health_server(
+        settings, {"kafka": lambda: broker_reachable(broker_ping), "database": database_ping}
     )
+    if server is None:
+        return [], []
     return [server.start], [server.stop]

@@ -1,26 +1,38 @@
-"""Request limits: body size, JSON shape and a per-client rate, as pure ASGI middleware.
+"""Request limits: body size, JSON shape and a per-caller rate, as pure ASGI middleware.
 
 They run outside FastAPI's exception handlers (a limit must hold before any route code reads the
 body), so each answers its own problem document, shaped like ``problems.problem_response``.
 ``install_limits`` adds them in the order that rejects a request as cheaply as possible.
+
+The rate limit charges who is really asking, not what a header spells: the id of a valid API key
+(however the ``Authorization`` value is cased or spaced), else the client's address, so requests
+with no key, a bogus, unknown or revoked one all draw on their address's bucket. The address is
+the socket's peer; ``X-Forwarded-For`` counts only from the proxies ``trusted_proxies`` names
+(uvicorn must be run with ``proxy_headers=False`` so it does not trust the header on its own).
 """
 
 from __future__ import annotations
 
-import hashlib
+import ipaddress
 import json
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from itertools import accumulate
 
+import structlog
+from pymongo.errors import PyMongoError
 from starlette.applications import Starlette
 from starlette.datastructures import URL, Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
-from services.gateway.problems import problem_at
+from services.gateway.problems import RETRY_AFTER_SECONDS, problem_at
+from shared.errors import RetryableError
+
+log = structlog.get_logger(__name__)
 
 DEFAULT_MAX_BODY_BYTES = 1 << 20
 DEFAULT_MAX_JSON_DEPTH = 32
@@ -28,8 +40,11 @@ DEFAULT_MAX_JSON_STRING = 100_000
 DEFAULT_RATE_PER_SECOND = 20.0
 DEFAULT_BURST = 40
 MAX_TRACKED_CLIENTS = 10_000
-EXEMPT_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
-"""Probes and Prometheus scrapes must see the process, not a rate limit a busy client exhausted."""
+EXEMPT_PATHS = frozenset({"/healthz", "/readyz"})
+"""Probes must see the process, not a rate limit a busy client exhausted. (Prometheus scrapes
+``/metrics`` on the separate health listener, which has no rate limit.)"""
+STORE_ERRORS = (RetryableError, PyMongoError, TimeoutError)
+"""What reading a key raises when the database is down or slow: 503, as problems.py answers."""
 
 Clock = Callable[[], float]
 
@@ -110,27 +125,22 @@ class BodyLimitMiddleware:
             broken = json_violation(
                 body, max_depth=self.max_json_depth, max_string=self.max_json_string
             )
-            if broken == "json-too-deep":
-                await send_problem(
-                    scope,
-                    receive,
-                    send,
-                    400,
-                    broken,
-                    "JSON too deep",
-                    f"the JSON body nests deeper than {self.max_json_depth} levels",
-                )
-                return
-            if broken == "json-string-too-long":
-                await send_problem(
-                    scope,
-                    receive,
-                    send,
-                    400,
-                    broken,
-                    "JSON string too long",
-                    f"a JSON string or key is longer than {self.max_json_string} characters",
-                )
+            if broken is not None:
+                title, detail = {
+                    "json-too-deep": (
+                        "JSON too deep",
+                        f"the JSON body nests deeper than {self.max_json_depth} levels",
+                    ),
+                    "json-string-too-long": (
+                        "JSON string too long",
+                        f"a JSON string or key is longer than {self.max_json_string} characters",
+                    ),
+                    "json-non-finite-number": (
+                        "Not a JSON number",
+                        "NaN, Infinity and -Infinity are not JSON numbers",
+                    ),
+                }[broken]
+                await send_problem(scope, receive, send, 400, broken, title, detail)
                 return
         await self.app(scope, _replay(body, receive), send)
 
@@ -187,9 +197,10 @@ _NESTING = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
 
 
 def json_violation(body: bytes, *, max_depth: int, max_string: int) -> str | None:
-    """``json-too-deep`` or ``json-string-too-long`` when the JSON ``body`` breaks a limit.
+    """``json-too-deep``, ``json-string-too-long`` or ``json-non-finite-number`` when the JSON
+    ``body`` breaks a limit.
 
-    Works in whole-buffer passes (replace, split, translate, accumulate) that run in C: no
+    Works in whole-buffer passes (replace, split, translate, accumulate, find) that run in C: no
     recursion to overflow on ``[[[[...``, and no Python step per byte, so a 1 MiB body costs
     about what parsing it does. Bytes that are not valid JSON give ``None``: the app rejects them.
     """
@@ -205,7 +216,13 @@ def json_violation(body: bytes, *, max_depth: int, max_string: int) -> str | Non
         _characters(s) > max_string for s in strings if len(s) > max_string
     ):
         return "json-string-too-long"
-    brackets = b"".join(pieces[0::2]).translate(None, _NOT_BRACKETS)
+    outside = b"".join(pieces[0::2])
+    # Python's json (which FastAPI parses with) accepts NaN, Infinity and -Infinity, which no
+    # JSON answer or stored document can hold (a 500 later); outside strings valid JSON never
+    # spells either word.
+    if b"NaN" in outside or b"Infinity" in outside:
+        return "json-non-finite-number"
+    brackets = outside.translate(None, _NOT_BRACKETS)
     depths = accumulate(map(_NESTING.__getitem__, brackets))
     if any(map(max_depth.__lt__, depths)):
         return "json-too-deep"
@@ -290,23 +307,39 @@ class TokenBuckets:
         return (1 - bucket.tokens) / self.rate
 
 
-def client_key(scope: Scope) -> str:
-    """Who is asking: a SHA-256 of the ``Authorization`` value (the credential itself is never
-    kept), else the client address."""
-    for name, value in scope["headers"]:
-        if name == b"authorization":
-            return "auth:" + hashlib.sha256(value).hexdigest()
+Identify = Callable[[Scope], Awaitable[str | None]]
+"""The id of the valid API key a request carries, or None (``auth.request_key_id``)."""
+
+
+def client_address(scope: Scope) -> str:
+    """The address a request comes from: the socket's peer, or the client a trusted proxy names
+    (``ProxyHeadersMiddleware`` has rewritten ``scope["client"]`` by then). An IPv6 address
+    counts as its /64, which one host usually holds whole."""
     client = scope.get("client")
-    return "ip:" + (client[0] if client else "unknown")
+    host: str = client[0] if client else ""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host or "unknown"
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    return str(address)
 
 
 class RateLimitMiddleware:
-    """429 with ``Retry-After`` once a client has spent its burst faster than the refill rate."""
+    """429 with ``Retry-After`` once a caller has spent its burst faster than the refill rate.
+
+    The caller is ``key:<key id>`` for a valid key (``identify``), else ``ip:<address>``. Without
+    ``identify`` every request is charged to its address.
+    """
 
     def __init__(
         self,
         app: ASGIApp,
         *,
+        identify: Identify | None = None,
         rate_per_second: float = DEFAULT_RATE_PER_SECOND,
         burst: int = DEFAULT_BURST,
         clock: Clock = time.monotonic,
@@ -314,6 +347,7 @@ class RateLimitMiddleware:
         exempt_paths: frozenset[str] = EXEMPT_PATHS,
     ) -> None:
         self.app = app
+        self.identify = identify
         self.buckets = TokenBuckets(
             rate_per_second=rate_per_second, burst=burst, clock=clock, max_keys=max_keys
         )
@@ -323,7 +357,23 @@ class RateLimitMiddleware:
         if scope["type"] != "http" or _route_path(scope) in self.exempt_paths:
             await self.app(scope, receive, send)
             return
-        wait = self.buckets.take(client_key(scope))
+        try:
+            key_id = None if self.identify is None else await self.identify(scope)
+        except STORE_ERRORS as exc:
+            log.warning("dependency.unavailable", error=repr(exc), path=scope["path"])
+            await send_problem(
+                scope,
+                receive,
+                send,
+                503,
+                "service-unavailable",
+                "Service unavailable",
+                "a backing service (database or broker) did not answer; retry later",
+                headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+            )
+            return
+        caller = f"key:{key_id}" if key_id is not None else f"ip:{client_address(scope)}"
+        wait = self.buckets.take(caller)
         if wait > 0:
             retry_after = max(1, math.ceil(wait))
             await send_problem(
@@ -356,9 +406,15 @@ def install_limits(
     max_json_string: int = DEFAULT_MAX_JSON_STRING,
     rate_limit_per_second: float = DEFAULT_RATE_PER_SECOND,
     rate_limit_burst: int = DEFAULT_BURST,
+    identify: Identify | None = None,
+    trusted_proxies: list[str] | None = None,
     clock: Clock = time.monotonic,
 ) -> None:
-    """Add the limits to ``app``; call it after any other ``add_middleware``."""
+    """Add the limits to ``app``; call it after any other ``add_middleware``.
+
+    ``trusted_proxies`` (IPs and CIDRs): the peers whose ``X-Forwarded-For`` names the client;
+    none by default, so a client cannot pick the address it is limited as.
+    """
     # The middleware added last runs first: a client over its rate is turned away before a byte
     # of its body is read.
     app.add_middleware(
@@ -369,7 +425,12 @@ def install_limits(
     )
     app.add_middleware(
         RateLimitMiddleware,
+        identify=identify,
         rate_per_second=rate_limit_per_second,
         burst=rate_limit_burst,
         clock=clock,
     )
+    if trusted_proxies:
+        # uvicorn's own, so the rule is the one its documentation describes: the client is the
+        # right-most address of X-Forwarded-For that is not a trusted proxy.
+        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=trusted_proxies)

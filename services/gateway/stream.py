@@ -10,21 +10,28 @@ Every event's ``id`` is both cursors (``<audit entries seen>/<last progress key>
 sends the last one back as ``Last-Event-ID`` (browsers do so on their own) and gets only what
 came after it. FerretDB has no change streams, so the gateway polls the two sources for each
 open stream; one execution read and one progress range query per interval.
+
+A stream is bounded three ways: it closes within ``key_check_seconds`` (plus a poll) of its key
+being revoked (``auth.KeyRechecks``: one key read per interval per process, however many streams
+the key has open); one key may hold at most ``max_per_key`` streams open on one gateway process
+(429 beyond); and a stream lives at most ``max_seconds``, after which the client reconnects with
+``Last-Event-ID`` (browsers do on their own) and continues exactly where it stopped.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
-from services.gateway.auth import ANY_ROLE, access
+from services.gateway.auth import ANY_ROLE, KeyRechecks, access
 from services.gateway.intake import ExecutionNotFound, Intake
 from services.gateway.problems import Problem
 from services.gateway.routes import PROBLEM_RESPONSES
@@ -35,6 +42,10 @@ from shared.store.api_keys import ApiKey, ApiKeys
 from shared.store.progress import ProgressEntry
 
 RETRY_MS = 2_000
+DEFAULT_KEY_CHECK_SECONDS = 5.0
+DEFAULT_MAX_PER_KEY = 20
+DEFAULT_MAX_SECONDS = 900.0
+STREAM_CAP_RETRY_AFTER_SECONDS = 5
 
 
 class Until(StrEnum):
@@ -46,12 +57,52 @@ class StreamEnded(Exception):
     """The client has every event of a finished execution."""
 
 
-def install_stream(app: FastAPI, intake: Intake, keys: ApiKeys, *, poll_seconds: float) -> None:
+@dataclass(frozen=True)
+class StreamLimits:
+    poll_seconds: float = 0.5
+    """How often an open stream looks for news."""
+    key_check_seconds: float = DEFAULT_KEY_CHECK_SECONDS
+    """How often a stream's key is read again (a revoked key's streams close)."""
+    max_per_key: int = DEFAULT_MAX_PER_KEY
+    """Streams one key may hold open on one gateway process."""
+    max_seconds: float = DEFAULT_MAX_SECONDS
+    """How long a stream lives before the client must reconnect (with Last-Event-ID)."""
+    clock: Callable[[], float] = field(default=time.monotonic, compare=False)
+
+
+class OpenStreams:
+    """How many streams each key holds open in this process, refusing one past the cap. No lock:
+    ``open`` and ``close`` never await, so on one event loop they cannot interleave."""
+
+    def __init__(self, max_per_key: int) -> None:
+        if max_per_key < 1:
+            raise ValueError("max_per_key must be >= 1")
+        self.max_per_key = max_per_key
+        self._open: dict[str, int] = {}
+
+    def open(self, key_id: str) -> bool:
+        held = self._open.get(key_id, 0)
+        if held >= self.max_per_key:
+            return False
+        self._open[key_id] = held + 1
+        return True
+
+    def close(self, key_id: str) -> None:
+        held = self._open.get(key_id, 0) - 1
+        if held > 0:
+            self._open[key_id] = held
+        else:
+            self._open.pop(key_id, None)
+
+
+def install_stream(
+    app: FastAPI, intake: Intake, keys: ApiKeys, *, limits: StreamLimits | None = None
+) -> None:
     async def ended(_: Request, __: Exception) -> Response:
         return Response(status_code=204)
 
     app.add_exception_handler(StreamEnded, ended)
-    app.include_router(build_stream_router(intake, keys, poll_seconds=poll_seconds))
+    app.include_router(build_stream_router(intake, keys, limits or StreamLimits()))
 
 
 _CURSOR = re.compile(r"(?P<audit>\d{1,9})/(?P<progress>(\d{6}\.\d{4}\.\d{6})?)")
@@ -115,9 +166,11 @@ def audit_events(
     return events, cursor
 
 
-def build_stream_router(intake: Intake, keys: ApiKeys, *, poll_seconds: float) -> APIRouter:
+def build_stream_router(intake: Intake, keys: ApiKeys, limits: StreamLimits) -> APIRouter:
     router = APIRouter(responses=PROBLEM_RESPONSES)
     reader = Depends(access(keys, "reading", ANY_ROLE))
+    rechecks = KeyRechecks(keys, interval=limits.key_check_seconds, clock=limits.clock)
+    open_streams = OpenStreams(limits.max_per_key)
 
     # Checks run as dependencies: they must answer 404/400 before the 200 of the stream is sent.
     async def watched(
@@ -149,6 +202,23 @@ def build_stream_router(intake: Intake, keys: ApiKeys, *, poll_seconds: float) -
             raise StreamEnded
         return cursor
 
+    # A dependency with yield: its exit runs once the response is over (or the client gone),
+    # however the stream ended, so a slot is never leaked.
+    async def stream_slot(key: ApiKey = reader) -> AsyncIterator[None]:
+        if not open_streams.open(key.key_id):
+            raise Problem(
+                429,
+                "too-many-streams",
+                "Too many open streams",
+                f"this key has {limits.max_per_key} execution streams open on this gateway, the"
+                " most it may; close one or retry later",
+                headers={"Retry-After": str(STREAM_CAP_RETRY_AFTER_SECONDS)},
+            )
+        try:
+            yield
+        finally:
+            open_streams.close(key.key_id)
+
     @router.get(
         "/api/v1/projects/{project_id}/executions/{execution_id}/stream",
         response_class=EventSourceResponse,
@@ -158,6 +228,8 @@ def build_stream_router(intake: Intake, keys: ApiKeys, *, poll_seconds: float) -
     async def stream_execution(
         execution: Execution = Depends(watched),
         cursor: StreamCursor = Depends(resume_point),
+        _: None = Depends(stream_slot),
+        key: ApiKey = reader,
         until: Annotated[
             Until,
             Query(
@@ -170,7 +242,9 @@ def build_stream_router(intake: Intake, keys: ApiKeys, *, poll_seconds: float) -
         audit-trail entry), ``update`` (a node finished a step), ``token`` (model output),
         ``interrupt`` (the review request, with the suspension's context and allowed decisions)
         and ``end`` (the final execution; the stream then closes). Send ``Last-Event-ID`` to
-        continue after an event."""
+        continue after an event. A stream closes after a while (or when its key is revoked);
+        reconnect with ``Last-Event-ID`` to continue where it stopped."""
+        opened = limits.clock()
         yield ServerSentEvent(comment="interlock execution stream", retry=RETRY_MS)
         while True:
             execution = await intake.get(
@@ -189,6 +263,14 @@ def build_stream_router(intake: Intake, keys: ApiKeys, *, poll_seconds: float) -
                 return
             if until is Until.SUSPENDED and any(e.event == "interrupt" for e in sent):
                 return
-            await asyncio.sleep(poll_seconds)
+            # Checked between polls, after a batch is sent whole: every event before the close
+            # carries its id, so the reconnect continues exactly after the last one.
+            if limits.clock() - opened >= limits.max_seconds:
+                yield ServerSentEvent(comment="stream lifetime over: reconnect with Last-Event-ID")
+                return
+            await asyncio.sleep(limits.poll_seconds)
+            if not await rechecks.still_valid(key):
+                yield ServerSentEvent(comment="the API key is no longer valid")
+                return
 
     return router

@@ -16,7 +16,7 @@ from services.gateway.limits import (
     BodyLimitMiddleware,
     RateLimitMiddleware,
     TokenBuckets,
-    client_key,
+    client_address,
     install_limits,
     json_violation,
 )
@@ -293,6 +293,28 @@ async def test_json_media_types_and_a_missing_type_are_scanned(content_type: str
     assert_problem(response, 400, "json-too-deep")
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"decision": "approve", "generation": NaN}',
+        '{"generation": Infinity}',
+        '{"generation": -Infinity}',
+        '[1, [2, {"a": [NaN]}]]',
+        "NaN",
+        '{"s": "a \\"quoted\\" NaN", "n": Infinity}',
+    ],
+)
+async def test_nan_and_infinities_are_400_wherever_they_are(text: str) -> None:
+    problem = assert_problem(await post_json(text), 400, "json-non-finite-number")
+    assert "NaN" in problem["detail"]
+
+
+async def test_the_words_inside_strings_and_exponents_are_fine() -> None:
+    text = json.dumps({"NaN": "Infinity", "x": "-Infinity NaN", "n": 1e300, "m": -2.5e-3})
+    assert (await post_json(text)).json() == {"type": "dict"}
+    assert (await post_json("[1E5, 2e-1, true, false, null]")).json() == {"type": "list"}
+
+
 def test_json_violation_is_linear_and_does_not_recurse() -> None:
     deep = ("[" * (MiB // 2) + "]" * (MiB // 2)).encode()
     assert json_violation(deep, max_depth=32, max_string=100_000) == "json-too-deep"
@@ -336,17 +358,61 @@ async def test_retry_after_is_whole_seconds_until_the_next_token() -> None:
         assert (await http.get("/ping")).status_code == 200
 
 
-async def test_separate_keys_have_separate_buckets() -> None:
+async def test_separate_addresses_have_separate_buckets_and_bogus_keys_count_on_theirs() -> None:
     clock = FakeClock()
     app = rate_limited(clock, burst=1)
     async with client(app, ip="10.0.0.1") as first, client(app, ip="10.0.0.2") as second:
         assert (await first.get("/ping")).status_code == 200
         assert (await first.get("/ping")).status_code == 429
         assert (await second.get("/ping")).status_code == 200
-        # Credentials take precedence over the address: a new key on the same address is new.
+        # A credential that is not a valid key buys no bucket of its own: the address pays.
         for token in ("a", "b"):
             response = await first.get("/ping", headers={"authorization": f"Bearer {token}"})
-            assert response.status_code == 200
+            assert response.status_code == 429
+
+
+def keyed(clock: FakeClock, valid: dict[str, str], *, burst: int = 2) -> RateLimitMiddleware:
+    """A rate limit whose ``identify`` knows the ``valid`` secrets (secret -> key id)."""
+
+    async def identify(scope: Scope) -> str | None:
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                return valid.get(value.decode().split()[-1])
+        return None
+
+    return RateLimitMiddleware(
+        echo_app(), identify=identify, rate_per_second=1.0, burst=burst, clock=clock
+    )
+
+
+async def test_a_valid_key_is_charged_to_its_id_not_to_the_address() -> None:
+    clock = FakeClock()
+    app = keyed(clock, {"s1": "k1", "s1-again": "k1", "s2": "k2"})
+    async with client(app, ip="10.0.0.1") as one, client(app, ip="10.0.0.2") as other:
+        assert (await one.get("/ping", headers={"authorization": "Bearer s1"})).status_code == 200
+        # The same key id from another address, under another secret spelling: one bucket.
+        again = {"authorization": "Bearer s1-again"}
+        assert (await other.get("/ping", headers=again)).status_code == 200
+        limited = await one.get("/ping", headers={"authorization": "Bearer s1"})
+        assert_problem(limited, 429, "rate-limited")
+        assert limited.headers["retry-after"] == "1"
+        # Another key, and the address itself, still have their own.
+        assert (await one.get("/ping", headers={"authorization": "Bearer s2"})).status_code == 200
+        assert (await one.get("/ping")).status_code == 200
+
+
+async def test_a_store_failure_while_reading_the_key_is_503_with_retry_after() -> None:
+    from pymongo.errors import ServerSelectionTimeoutError
+
+    async def down(scope: Scope) -> str | None:
+        raise ServerSelectionTimeoutError("no primary")
+
+    app = RateLimitMiddleware(echo_app(), identify=down, clock=FakeClock())
+    async with client(app) as http:
+        response = await http.get("/ping", headers={"authorization": "Bearer s1"})
+        assert_problem(response, 503, "service-unavailable")
+        assert int(response.headers["retry-after"]) >= 1
+        assert (await http.get("/healthz")).status_code == 200  # probes never read a key
 
 
 async def test_health_endpoints_are_exempt() -> None:
@@ -359,12 +425,20 @@ async def test_health_endpoints_are_exempt() -> None:
             assert (await http.get("/readyz")).status_code == 200
 
 
-def test_the_key_is_a_hash_of_the_credentials_never_the_credentials() -> None:
-    scope = http_scope([(b"authorization", b"Bearer s3cret")])
-    key = client_key(scope)
-    assert "s3cret" not in key
-    assert key == "auth:" + hashlib.sha256(b"Bearer s3cret").hexdigest()
-    assert client_key(http_scope([])) == "ip:127.0.0.1"
+@pytest.mark.parametrize(
+    ("peer", "address"),
+    [
+        ("127.0.0.1", "127.0.0.1"),
+        ("2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64"),
+        ("2001:db8:1:2:ffff::1", "2001:db8:1:2::/64"),
+        ("::ffff:10.1.2.3", "10.1.2.3"),
+        ("testclient", "testclient"),
+    ],
+)
+def test_the_client_address_is_the_peer_and_ipv6_counts_by_its_64(peer: str, address: str) -> None:
+    scope = {**http_scope([]), "client": (peer, 1234)}
+    assert client_address(scope) == address
+    assert client_address({**http_scope([]), "client": None}) == "unknown"
 
 
 def test_buckets_are_bounded_and_the_least_recently_seen_is_evicted() -> None:

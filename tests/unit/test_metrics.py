@@ -5,6 +5,7 @@ The default registry is process-wide, so every assertion compares a value before
 from __future__ import annotations
 
 import random
+import socket
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -145,26 +146,39 @@ async def test_notification_attempts_count_by_channel_and_outcome() -> None:
     assert moved() == [1, 1]
 
 
-async def test_the_gateway_serves_metrics_without_a_key_and_outside_the_rate_limit(
+async def test_the_gateway_serves_metrics_on_its_health_listener_not_on_the_api_port(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The counts cover every tenant: no key-less /metrics on the public port (issue 17); the
+    separate listener (INTERLOCK_HEALTH_PORT, cluster network only) serves it, unlimited."""
     monkeypatch.setattr(gateway_app, "configure_logging", lambda *args, **kwargs: None)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
     settings = GatewaySettings(
         kafka_bootstrap_servers="unused:9092",
         topic_prefix="mem.",
         rate_limit_per_second=0.001,
         rate_limit_burst=1,
+        health_port=port,
     )
     app = create_app(settings, store=world.store, publisher=KafkaPublisher(world.broker))
+    assert "/metrics" not in app.openapi()["paths"]
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as client:
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://gateway") as client,
+        httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as scrape,
+    ):
+        public = await client.get("/metrics")
+        assert public.status_code == 404
+        assert public.headers["content-type"] == "application/problem+json"
         for _ in range(3):  # past the burst of one: scrapes are never limited
-            response = await client.get("/metrics")
+            response = await scrape.get("/metrics")
             assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/plain")
         assert "interlock_transitions_total" in response.text
-        schema = (await client.get("/openapi.json")).json()
-        assert "/metrics" not in schema["paths"]
+        assert (await scrape.get("/readyz")).json() == {"status": "ready"}
 
 
 async def test_the_health_app_serves_metrics() -> None:
