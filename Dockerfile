@@ -59,7 +59,8 @@ ENV PATH=/opt/interlock/bin:$PATH \
 USER 10001:10001
 WORKDIR /tmp
 
-# 8000: the gateway's API (and its /healthz, /readyz); 8081: the consumers' /healthz, /readyz.
+# 8000: the gateway's API (and its /healthz, /readyz); 8081: every service's /healthz, /readyz
+# and /metrics (the gateway's /metrics only there).
 EXPOSE 8000 8081
 
 # No HEALTHCHECK: the port to probe depends on the service, so compose (healthcheck) and

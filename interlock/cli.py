@@ -51,7 +51,15 @@ def service(name: ServiceName) -> None:
         from services.gateway.app import GatewaySettings, create_app
 
         settings = GatewaySettings()
-        uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_config=None)
+        # proxy_headers=False: uvicorn would believe X-Forwarded-For from loopback on its own;
+        # the app trusts it only from INTERLOCK_TRUSTED_PROXIES (services/gateway/limits.py).
+        uvicorn.run(
+            create_app(settings),
+            host=settings.host,
+            port=settings.port,
+            log_config=None,
+            proxy_headers=False,
+        )
         return
     if name is ServiceName.ORCHESTRATOR:
         from services.orchestrator.app import create_app as create_orchestrator
@@ -186,8 +194,15 @@ def create_api_key(
     ),
     name: str = typer.Option("cli", help="A label shown in the audit trail."),
     workspace: list[str] = typer.Option(None, help="Limit the key to these workspaces (repeat)."),
+    email: str = typer.Option(
+        None,
+        help="The person the key is for: separation of duties counts people, so their keys and"
+        " the notification links sent to this address count as one reviewer.",
+    ),
 ) -> None:
     """Create a key and print its secret: it is shown this once and stored only as a hash."""
+    from pydantic import ValidationError
+
     from shared.store.api_keys import Role, create_key
 
     try:
@@ -197,14 +212,26 @@ def create_api_key(
             f"error: unknown role {role!r}; use {', '.join(r.value for r in Role)}", err=True
         )
         raise typer.Exit(2) from None
-    key, secret = asyncio.run(
-        _with_keys(
-            lambda keys: create_key(
-                keys, project_id=project, role=chosen, name=name, workspaces=workspace or None
+    try:
+        key, secret = asyncio.run(
+            _with_keys(
+                lambda keys: create_key(
+                    keys,
+                    project_id=project,
+                    role=chosen,
+                    name=name,
+                    workspaces=workspace or None,
+                    email=email,
+                )
             )
         )
-    )
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        typer.echo(f"error: {first['loc'][0]}: {first['msg']}", err=True)
+        raise typer.Exit(2) from None
     typer.echo(f"key id:  {key.key_id}\nrole:    {key.role.value}\nproject: {key.project_id}")
+    if key.email:
+        typer.echo(f"person:  {key.email}")
     typer.echo(f"secret:  {secret}\n(shown once; store it now)")
 
 
@@ -214,7 +241,9 @@ def list_api_keys(project: str = typer.Option(..., help="The project whose keys 
     keys = asyncio.run(_with_keys(lambda store: store.list(project)))
     for key in keys:
         state = f"revoked {key.revoked_at:%Y-%m-%d}" if key.revoked_at else "active"
-        typer.echo(f"{key.key_id}  {key.role.value:<18} {key.name:<20} {state}")
+        typer.echo(
+            f"{key.key_id}  {key.role.value:<18} {key.name:<20} {state:<18} {key.email or ''}"
+        )
 
 
 @keys_app.command("revoke")
@@ -226,6 +255,32 @@ def revoke_api_key(
         typer.echo(f"error: no key {key_id} in project {project}", err=True)
         raise typer.Exit(1)
     typer.echo(f"revoked {key_id}")
+
+
+@keys_app.command("encryption-key")
+def new_encryption_key(
+    key_id: str = typer.Option(
+        None, help="The key's id (1-32 of A-Z a-z 0-9 _ -); default: random."
+    ),
+) -> None:
+    """Print a fresh entry for INTERLOCK_ENCRYPTION_KEYS.
+
+    The gateway and the sandbox share the keys (deploy/README.md says how to rotate them). Only
+    the entry goes to stdout."""
+    from shared.crypto import Keyring, KeyringError, new_key_entry
+
+    entry = new_key_entry(key_id)
+    try:
+        Keyring.parse(entry)
+    except KeyringError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(entry)
+    typer.echo(
+        "Put it first in INTERLOCK_ENCRYPTION_KEYS (comma-separated, newest first) on the gateway"
+        " and the sandbox; remove an old key once nothing sealed with it is in flight.",
+        err=True,
+    )
 
 
 def main() -> None:

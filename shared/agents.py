@@ -46,6 +46,9 @@ class ReviewRules(BaseModel):
     (a rejection acts at once)."""
     approvals_required_for: dict[str, int] = Field(default_factory=dict)
     """Per tool: a suspension whose pending actions include this tool needs this many."""
+    link_approvals: bool = True
+    """May a notification link approve (shared/notifications/action_links.py)? False: only API
+    keys approve, and notifications carry no approve links; a link may still reject."""
 
     def approvals_for(self, tools: list[str]) -> int:
         return max(

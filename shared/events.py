@@ -186,6 +186,12 @@ class ExecutionRequested(ExecutionScope):
     input: AgentInput
     idempotency_key: str | None = Field(default=None, max_length=256)
     requested_by: str | None = Field(default=None, max_length=256)
+    requester_identity: str | None = Field(
+        default=None, max_length=300, exclude_if=lambda v: v is None
+    )
+    """Who asked, for separation of duties: ``person:<email>`` or ``key:<key id>`` (see
+    shared/domain/principals.py). None: an outside producer, known only by ``requested_by``.
+    Left out when None, so consumers of an older version read what older producers sent."""
 
 
 class DecisionSubmitted(ExecutionScope):
@@ -203,9 +209,14 @@ class DecisionSubmitted(ExecutionScope):
     interrupt_id: str | None = Field(default=None, max_length=256)
     """Which pending interrupt this answers; needed when several are pending."""
     reviewer_notes: str | None = Field(default=None, max_length=10_000)
-    reviewer: str | None = Field(default=None, max_length=256)
+    reviewer: str | None = Field(default=None, max_length=512)
     approvers: list[str] | None = Field(default=None, max_length=10)
     """When the agent requires several owners: every owner who gave this answer."""
+    discounted_approvers: list[str] | None = Field(
+        default=None, max_length=100, exclude_if=lambda v: v is None
+    )
+    """Approvals of this answer that no longer counted when the quorum was checked, each with
+    why (an API key revoked since it approved)."""
 
     @model_validator(mode="after")
     def _one_form(self) -> DecisionSubmitted:
@@ -326,6 +337,12 @@ class ExecutionReported(ExecutionScope):
     outcome: ReportOutcome
     result: Any = None
     error: ExecutionFailure | None = None
+    custom_headers_unreadable: str | None = Field(
+        default=None, max_length=1000, exclude_if=lambda v: v is None
+    )
+    """``started`` only: the dispatch carried sealed custom headers that did not open (sealed
+    under a key this sandbox does not hold, or altered), so the run goes without them; why,
+    never a value. Left out of the message when None, so reports without it are unchanged."""
 
 
 # --- orchestrator -> everyone -----------------------------------------------------------------

@@ -1,10 +1,12 @@
 """``/act/{token}``: the approve / reject links of notifications.
 
 GET shows what the link would decide and a confirm button; only the POST of that form decides
-(mail scanners and link previews fetch links: a GET must never act). The decision goes through
-the same ``Intake.decide`` as the API, bound to the generation the link was made for, with the
-link's channel as the reviewer. A link used once, a link of a suspension that moved on, or an
-expired or altered link gets a page that says so, and nothing is decided.
+(mail scanners and link previews fetch links: a GET must never act). The first POST spends the
+link, whatever happens next, so a link decides at most once. The decision goes through the same
+``Intake.decide`` as the API, bound to the generation the link was made for, on behalf of the
+recipient the link was sent to: separation of duties applies to them as to an API key's holder
+(shared/domain/principals.py). A used link, a link of a suspension that moved on, or an expired
+or altered link gets a page that says so, and nothing is decided.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from services.gateway.intake import (
     ExecutionNotFound,
     Intake,
     ReviewAnswer,
-    SelfApprovalForbidden,
 )
 from services.gateway.web import SECURITY_HEADERS
 from shared.domain.decisions import (
@@ -29,15 +30,20 @@ from shared.domain.decisions import (
     NotSuspended,
     StaleSuspension,
 )
+from shared.domain.principals import Reviewer, SeparationOfDuties
 from shared.notifications.action_links import ActionLink, LinkExpired, LinkInvalid, verify
+from shared.store.links import LinkUse, SpentLinks
 
 USED_OR_MOVED_ON = (
     "This review has already been decided, or the agent has moved on since the link was sent."
     " Nothing was changed."
 )
+SPENT = "This link has been used already; a link decides once. Open the review instead."
 
 
-def install_action_links(app: FastAPI, intake: Intake, secret: str | None) -> None:
+def install_action_links(
+    app: FastAPI, intake: Intake, spent_links: SpentLinks, secret: str | None
+) -> None:
     router = APIRouter(include_in_schema=False)
 
     def check(token: str) -> ActionLink | HTMLResponse:
@@ -55,6 +61,8 @@ def install_action_links(app: FastAPI, intake: Intake, secret: str | None) -> No
         link = check(token)
         if isinstance(link, HTMLResponse):
             return link
+        if await spent_links.spent(link.link_id):
+            return page(409, "Link used", SPENT)
         try:
             execution = await intake.get(link.project_id, link.workspace_id, link.execution_id)
         except ExecutionNotFound:
@@ -80,18 +88,27 @@ def install_action_links(app: FastAPI, intake: Intake, secret: str | None) -> No
         link = check(token)
         if isinstance(link, HTMLResponse):
             return link
+        use = LinkUse(
+            link_id=link.link_id,
+            execution_id=link.execution_id,
+            generation=link.generation,
+            recipient=link.recipient,
+            decision=link.decision,
+        )
+        if not await spent_links.spend(use):
+            return page(409, "Link used", SPENT)
         answer = ReviewAnswer(
             decision=link.decision,
             generation=link.generation,
             reviewer_notes=f"decided from a {link.channel} notification link",
         )
         try:
-            await intake.decide(
+            outcome = await intake.decide(
                 project_id=link.project_id,
                 workspace_id=link.workspace_id,
                 execution_id=link.execution_id,
                 answer=answer,
-                reviewer=f"link:{link.channel}",
+                reviewer=Reviewer.of_link(link.channel, link.recipient),
             )
         except ExecutionNotFound:
             return page(404, "Not found", "This review no longer exists.")
@@ -99,10 +116,18 @@ def install_action_links(app: FastAPI, intake: Intake, secret: str | None) -> No
             return page(409, "Already decided", USED_OR_MOVED_ON)
         except AgentVersionChanged:
             return page(409, "Agent changed", "The agent changed since; open the review instead.")
-        except SelfApprovalForbidden as exc:
+        except SeparationOfDuties as exc:
             return page(403, "Not allowed", str(exc))
         except (DecisionNotAllowed, InvalidDecision) as exc:
             return page(400, "Not allowed", str(exc))
+        if outcome.awaiting:
+            counted = len(outcome.approvals)
+            return page(
+                200,
+                "Approval recorded",
+                f"Recorded: {link.decision}. This decision needs {outcome.approvals_required}"
+                f" approvals; {counted} so far. The agent waits for the others.",
+            )
         return page(200, "Decision recorded", f"Recorded: {link.decision}. The agent resumes.")
 
     app.include_router(router)

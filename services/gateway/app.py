@@ -6,25 +6,29 @@ import time. Tests may pass a store and a publisher to run without infrastructur
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Response
+from fastapi import FastAPI
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from services.gateway.action_links import install_action_links
+from services.gateway.auth import GatewayKeys, request_key_id, warn_if_development_key_present
+from services.gateway.cursors import PageCursors
 from services.gateway.http_metrics import HttpMetricsMiddleware
 from services.gateway.intake import Intake
 from services.gateway.limits import install_limits
 from services.gateway.notifications import build_notifications_router
 from services.gateway.problems import install_problem_handlers
 from services.gateway.routes import build_router
-from services.gateway.stream import install_stream
-from services.gateway.web import install_review_page
+from services.gateway.stream import StreamLimits, install_stream
+from services.gateway.web import install_api_docs, install_review_page
 from shared.agents import load_registry
 from shared.bus import EventPublisher, KafkaPublisher, create_broker
+from shared.custom_headers import SealingPublisher
+from shared.health import health_server
 from shared.logging import configure_logging
 from shared.settings import CommonSettings
 from shared.store.api_keys import Role, create_key
@@ -44,15 +48,45 @@ class GatewaySettings(CommonSettings):
     """Python's json.loads stops near 1000 levels; keep well below that."""
     max_json_string: int = Field(default=100_000, ge=1)
     rate_limit_per_second: float = Field(default=20.0, gt=0)
-    """Per API key (per client address without one), per gateway process."""
+    """Per valid API key (per client address without one or with a bad one), per gateway
+    process."""
     rate_limit_burst: int = Field(default=40, ge=1)
     action_link_secret: SecretStr | None = None
     """Accepts the approve / reject links notifications carry (the notifier's same setting)."""
     stream_poll_seconds: float = Field(default=0.5, gt=0, le=30)
     """How often an open execution stream looks for news (FerretDB has no change streams)."""
+    stream_key_check_seconds: float = Field(default=5.0, gt=0, le=60)
+    """How often an open execution stream re-reads its API key: a revoked key's streams close
+    within this plus one poll. One read per key per interval per process, however many streams."""
+    stream_max_per_key: int = Field(default=20, ge=1, le=10_000)
+    """Execution streams one API key may hold open on one gateway process (429 beyond)."""
+    stream_max_seconds: float = Field(default=900.0, gt=0, le=86_400)
+    """An execution stream closes after this long; the client reconnects with Last-Event-ID
+    (browsers do on their own) and continues where it stopped."""
+    trusted_proxies: str = ""
+    """Comma-separated IPs or CIDRs of the reverse proxies in front of the gateway: only from
+    them is ``X-Forwarded-For`` believed, for the client address the rate limit charges. Empty:
+    the socket's peer is the client (the header is ignored)."""
     dev_api_key: str | None = None
     """Development only: an owner key of project ``demo`` created at start-up (``make dev``).
     Refused in any other environment."""
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies_are_addresses(cls, value: str) -> str:
+        entries = [entry.strip() for entry in value.split(",") if entry.strip()]
+        for entry in entries:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"INTERLOCK_TRUSTED_PROXIES: {entry!r} is not an IP address or CIDR"
+                ) from None
+        return ",".join(entries)
+
+    @property
+    def trusted_proxy_list(self) -> list[str]:
+        return self.trusted_proxies.split(",") if self.trusted_proxies else []
 
     @model_validator(mode="after")
     def _dev_key_only_in_development(self) -> GatewaySettings:
@@ -84,6 +118,10 @@ def create_app(
     )
     broker = create_broker(settings, SERVICE) if publisher is None else None
     publisher_ = publisher or KafkaPublisher(broker)  # type: ignore[arg-type]
+    # The gateway's view of the keys: the development key is refused outside development.
+    keys = GatewayKeys(store_.api_keys, environment=settings.environment)
+    # /metrics (every tenant's counts) only here, never on the public port.
+    health = health_server(settings, {"database": store_.ping})
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -96,11 +134,16 @@ def create_app(
                 name="development",
                 secret=settings.dev_api_key,
             )
+        await warn_if_development_key_present(store_.api_keys, environment=settings.environment)
         if broker is not None:
             await broker.start()
+        if health is not None:
+            await health.start()
         try:
             yield
         finally:
+            if health is not None:
+                await health.stop()
             if broker is not None:
                 await broker.stop()
             if owns_store:
@@ -111,6 +154,9 @@ def create_app(
         version="0.1.0",
         summary="Durable human-in-the-loop execution for LangGraph agents.",
         lifespan=lifespan,
+        # FastAPI's pages load Swagger UI and ReDoc from a CDN; install_api_docs serves /docs.
+        docs_url=None,
+        redoc_url=None,
     )
     install_problem_handlers(app)
     install_limits(
@@ -120,16 +166,30 @@ def create_app(
         max_json_string=settings.max_json_string,
         rate_limit_per_second=settings.rate_limit_per_second,
         rate_limit_burst=settings.rate_limit_burst,
+        identify=request_key_id(keys),
+        trusted_proxies=settings.trusted_proxy_list,
     )
     # Added after the limits, so it runs before them: requests they turn away are counted too.
     app.add_middleware(HttpMetricsMiddleware)
-    intake = Intake(store=store_, publisher=publisher_, topics=settings.topics, registry=registry)
-    app.include_router(build_router(intake, registry, store_.api_keys))
-    install_stream(app, intake, store_.api_keys, poll_seconds=settings.stream_poll_seconds)
-    app.include_router(build_notifications_router(store_.notifications, store_.api_keys))
+    # Callers' custom headers are sealed before anything reaches the bus (shared/custom_headers).
+    sealing = SealingPublisher(publisher_, settings.keyring)
+    intake = Intake(store=store_, publisher=sealing, topics=settings.topics, registry=registry)
+    cursors = PageCursors(settings.keyring)
+    app.include_router(build_router(intake, registry, keys, cursors))
+    stream_limits = StreamLimits(
+        poll_seconds=settings.stream_poll_seconds,
+        key_check_seconds=settings.stream_key_check_seconds,
+        max_per_key=settings.stream_max_per_key,
+        max_seconds=settings.stream_max_seconds,
+    )
+    install_stream(app, intake, keys, limits=stream_limits)
+    app.include_router(build_notifications_router(store_.notifications, keys, cursors))
     install_review_page(app)
+    install_api_docs(app)
     secret = settings.action_link_secret
-    install_action_links(app, intake, secret.get_secret_value() if secret else None)
+    install_action_links(
+        app, intake, store_.spent_links, secret.get_secret_value() if secret else None
+    )
 
     @app.get("/healthz", tags=["health"])
     async def healthz() -> dict[str, str]:
@@ -139,12 +199,6 @@ def create_app(
     async def readyz() -> dict[str, str]:
         await store_.ping()
         return {"status": "ready"}
-
-    # No API key: Prometheus scrapes it on the cluster network (docs/observability.md), and the
-    # rate limit exempts it (limits.EXEMPT_PATHS) so scrapes are never turned away.
-    @app.get("/metrics", include_in_schema=False)
-    async def metrics() -> Response:
-        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
     # A server span per request (continuing a caller's traceparent); probes and scrapes are
     # left out, and so are the per-message ASGI spans that would drown a stream's trace.

@@ -13,7 +13,7 @@ import contextlib
 import hashlib
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -30,6 +30,7 @@ from shared.domain.decisions import (
     reviews_of,
 )
 from shared.domain.execution import Execution, ExecutionStatus, new_pending_execution
+from shared.domain.principals import Reviewer, check_link_approval, check_reviewer
 from shared.domain.review import Resolution
 from shared.events import (
     ActionDecision,
@@ -82,10 +83,6 @@ def _winner(decision_id: str, summary: str, decisions: Any, reviewer: str | None
     }
 
 
-class SelfApprovalForbidden(Exception):
-    pass
-
-
 class AlreadyFinished(Exception):
     def __init__(self, status: ExecutionStatus) -> None:
         super().__init__(f"execution is already {status.value}; there is nothing to cancel")
@@ -96,9 +93,13 @@ class DecisionOutcome:
     """What a resume did: the decision published, or an approval recorded toward it."""
 
     resolution: Resolution
+    suspension_id: int
     event: DecisionSubmitted | None
     approvals: list[Approval]
+    """The approvals of this answer that count (several owners required), or none."""
     approvals_required: int
+    discounted: list[str] = field(default_factory=list)
+    """Approvals of this answer that no longer count (a key revoked since), each with why."""
 
     @property
     def awaiting(self) -> bool:
@@ -186,6 +187,7 @@ class Intake:
         idempotency_key: str | None,
         requested_by: str | None,
         headers: dict[str, str] | None = None,
+        requester_identity: str | None = None,
     ) -> Execution:
         if self._registry.get(agent) is None:
             raise UnknownAgent(agent, self._registry.names())
@@ -200,6 +202,7 @@ class Intake:
             input=agent_input,
             idempotency_key=idempotency_key,
             requested_by=requested_by,
+            requester_identity=requester_identity,
         )
         print_ = fingerprint(agent, agent_input)
         execution, created = await self._store.executions.create(
@@ -275,12 +278,13 @@ class Intake:
         workspace_id: str,
         execution_id: str,
         answer: ReviewAnswer,
-        reviewer: str | None,
+        reviewer: Reviewer | None,
         headers: dict[str, str] | None = None,
     ) -> DecisionOutcome:
         """Validate, claim the suspension's decision and publish it. Raises ExecutionNotFound,
-        DecisionError (not suspended, stale, not allowed, invalid, agent changed) or
-        DecisionConflict; nothing is stored or published unless the answer is valid."""
+        DecisionError (not suspended, stale, not allowed, invalid, agent changed),
+        SeparationOfDuties or DecisionConflict; nothing is stored or published unless the
+        answer is valid and the reviewer may give it."""
         execution = await self.get(project_id, workspace_id, execution_id)
         try:
             resolution = resolve_decision(
@@ -309,29 +313,48 @@ class Intake:
         suspension_id = execution.suspension.suspension_id
         spec = self._registry.get(execution.agent)
         rules = spec.review if spec is not None else ReviewRules()
-        if not rules.self_approval and reviewer is not None and reviewer == execution.requested_by:
-            raise SelfApprovalForbidden(
-                f"agent {execution.agent} does not let the principal that invoked an execution"
-                " decide its suspensions; another owner must review it"
+        if reviewer is not None:
+            check_reviewer(
+                reviewer,
+                agent=execution.agent,
+                self_approval=rules.self_approval,
+                requester_identity=execution.requester_identity,
+                requester_label=execution.requested_by,
             )
+            if approving(answer):
+                check_link_approval(
+                    reviewer, agent=execution.agent, link_approvals=rules.link_approvals
+                )
         tools = [a.name for r in reviews_of(execution) for a in r.actions]
         needed = rules.approvals_for(tools)
         approvers: list[Approval] = []
+        discounted: list[str] = []
         if needed > 1 and approving(answer):
             approval = Approval(
                 execution_id=execution_id,
                 generation=suspension_id,
-                reviewer=reviewer or "anonymous",
+                reviewer=reviewer.label if reviewer else "anonymous",
+                identity=reviewer.identity if reviewer else None,
+                key_id=reviewer.key_id if reviewer else None,
+                via_link=reviewer.via_link if reviewer else False,
                 answer_key=answer_key(answer, resolution),
                 summary=resolution.summary,
                 reviewer_notes=answer.reviewer_notes,
             )
             await self._store.approvals.record(approval)
             everyone = await self._store.approvals.list(execution_id, suspension_id)
-            approvers = [a for a in everyone if a.answer_key == approval.answer_key]
-            if len(approvers) < needed:
-                log.info("approval.recorded", execution_id=execution_id, approvals=len(approvers))
-                return DecisionOutcome(resolution, None, everyone, needed)
+            same = [a for a in everyone if a.answer_key == approval.answer_key]
+            approvers, discounted = await self._still_valid(same)
+            if len({a.counted_as for a in approvers}) < needed:
+                log.info(
+                    "approval.recorded",
+                    execution_id=execution_id,
+                    approvals=len(approvers),
+                    discounted=len(discounted),
+                )
+                return DecisionOutcome(
+                    resolution, suspension_id, None, approvers, needed, discounted
+                )
         event = DecisionSubmitted(
             execution_id=execution_id,
             correlation_id=execution_id,
@@ -342,8 +365,9 @@ class Intake:
             decisions=answer.decisions,
             interrupt_id=answer.interrupt_id,
             reviewer_notes=answer.reviewer_notes,
-            reviewer=reviewer,
+            reviewer=reviewer.label if reviewer else None,
             approvers=[a.reviewer for a in approvers] or None,
+            discounted_approvers=discounted or None,
         )
         holder = await self._store.decisions.claim(
             execution_id, suspension_id, Claim(event.decision_id, event.model_dump_json())
@@ -364,7 +388,23 @@ class Intake:
             event, self._topics.decisions, key=execution_id, headers=headers
         )
         log.info("decision.accepted", execution_id=execution_id, decision=resolution.summary)
-        return DecisionOutcome(resolution, event, approvers, needed)
+        return DecisionOutcome(resolution, suspension_id, event, approvers, needed, discounted)
+
+    async def _still_valid(self, approvals: list[Approval]) -> tuple[list[Approval], list[str]]:
+        """Split approvals into those that still count and, for the others, why not: an API key
+        revoked (or deleted) since it approved no longer speaks for anyone. One key read per
+        approving key, when a quorum is checked."""
+        counted: list[Approval] = []
+        discounted: list[str] = []
+        for approval in approvals:
+            if approval.key_id is not None:
+                key = await self._store.api_keys.get(approval.key_id)
+                if key is None or key.revoked_at is not None:
+                    when = f" at {key.revoked_at.isoformat()}" if key and key.revoked_at else ""
+                    discounted.append(f"{approval.reviewer}: key revoked{when}")
+                    continue
+            counted.append(approval)
+        return counted, discounted
 
     async def cancel(
         self,

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel
 
 from services.gateway.auth import ANY_ROLE, access
+from services.gateway.cursors import CursorScope, PageCursors
 from services.gateway.problems import Problem
 from services.gateway.routes import PROBLEM_RESPONSES
 from shared.events import Identifier
@@ -53,7 +54,9 @@ class DeliveryPage(BaseModel):
     next_cursor: str | None
 
 
-def build_notifications_router(store: NotificationStore, keys: ApiKeys) -> APIRouter:
+def build_notifications_router(
+    store: NotificationStore, keys: ApiKeys, cursors: PageCursors
+) -> APIRouter:
     router = APIRouter(responses=PROBLEM_RESPONSES)
     reader = Depends(access(keys, "reading", ANY_ROLE))
 
@@ -70,14 +73,23 @@ def build_notifications_router(store: NotificationStore, keys: ApiKeys) -> APIRo
         key: ApiKey = reader,
     ) -> DeliveryPage:
         """The project's notification deliveries, oldest first; ``status=dead`` lists the ones
-        given up on, with the reason."""
+        given up on, with the reason. A key limited to some workspaces sees theirs only."""
+        scope = CursorScope.of(
+            "notifications", project_id, key, status=status.value if status else None
+        )
         try:
             items, next_cursor = await store.list(
-                project_id, status=status, limit=limit, cursor=cursor
+                project_id,
+                status=status,
+                limit=limit,
+                cursor=cursors.open(cursor, scope),
+                workspaces=key.workspaces,
             )
         except InvalidCursor as exc:
             raise Problem(400, "invalid-cursor", "Invalid cursor", str(exc)) from exc
-        visible = [d for d in items if key.may_use(project_id, d.notification.workspace_id)]
-        return DeliveryPage(items=[DeliveryView.of(d) for d in visible], next_cursor=next_cursor)
+        return DeliveryPage(
+            items=[DeliveryView.of(d) for d in items],
+            next_cursor=cursors.seal(next_cursor, scope),
+        )
 
     return router

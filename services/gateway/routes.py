@@ -9,6 +9,7 @@ from fastapi import APIRouter, Body, Depends, Header, Query, Request, status
 from pydantic import BaseModel, ValidationError
 
 from services.gateway.auth import ANY_ROLE, OWNERS, WRITERS, access
+from services.gateway.cursors import CursorScope, PageCursors
 from services.gateway.intake import (
     AlreadyFinished,
     DecisionConflict,
@@ -16,7 +17,6 @@ from services.gateway.intake import (
     IdempotencyKeyReused,
     Intake,
     ReviewAnswer,
-    SelfApprovalForbidden,
     UnknownAgent,
 )
 from services.gateway.problems import Problem
@@ -35,7 +35,13 @@ from services.gateway.schemas import (
     ResumeRequest,
 )
 from shared.agents import AgentRegistry
-from shared.bus import pick_custom_headers
+from shared.custom_headers import (
+    MAX_COUNT,
+    MAX_TOTAL_BYTES,
+    MAX_VALUE_BYTES,
+    CustomHeadersRejected,
+    within_limits,
+)
 from shared.domain.decisions import (
     AgentVersionChanged,
     DecisionNotAllowed,
@@ -44,6 +50,7 @@ from shared.domain.decisions import (
     StaleSuspension,
 )
 from shared.domain.execution import ExecutionStatus
+from shared.domain.principals import SeparationOfDuties
 from shared.events import Identifier
 from shared.store.api_keys import ApiKey, ApiKeys
 from shared.store.cursor import InvalidCursor
@@ -76,13 +83,35 @@ def _not_found(execution_id: str) -> Problem:
     )
 
 
-def build_router(intake: Intake, registry: AgentRegistry, keys: ApiKeys) -> APIRouter:
+def _custom_headers(request: Request) -> dict[str, str]:
+    """The request's ``X-Interlock-Custom-*`` headers for the agent (the gateway's publisher
+    seals them before they reach the bus), or a 400 beyond their limits."""
+    try:
+        return within_limits(request.headers.items())
+    except CustomHeadersRejected as exc:
+        raise Problem(
+            400,
+            "custom-headers-too-large",
+            "Custom headers over the limit",
+            str(exc),
+            limits={
+                "count": MAX_COUNT,
+                "value_bytes": MAX_VALUE_BYTES,
+                "total_bytes": MAX_TOTAL_BYTES,
+            },
+        ) from exc
+
+
+def build_router(
+    intake: Intake, registry: AgentRegistry, keys: ApiKeys, cursors: PageCursors
+) -> APIRouter:
     router = APIRouter(responses=PROBLEM_RESPONSES)
     # Dependencies as defaults: the annotations are strings here (postponed), and FastAPI
     # cannot resolve names local to this function from a string.
     reader = Depends(access(keys, "reading", ANY_ROLE))
     invoker = Depends(access(keys, "invoke", WRITERS))
     reviewer = Depends(access(keys, "resume", OWNERS))
+    canceller = Depends(access(keys, "cancel", OWNERS))
 
     @router.get(f"{API}/agents", response_model=AgentList, tags=["agents"])
     async def list_agents(
@@ -118,7 +147,8 @@ def build_router(intake: Intake, registry: AgentRegistry, keys: ApiKeys) -> APIR
                 agent_input=body.agent_input(),
                 idempotency_key=key,
                 requested_by=principal.principal,
-                headers=pick_custom_headers(request.headers),
+                requester_identity=principal.identity,
+                headers=_custom_headers(request),
             )
         except UnknownAgent as exc:
             raise Problem(
@@ -187,14 +217,22 @@ def build_router(intake: Intake, registry: AgentRegistry, keys: ApiKeys) -> APIR
         key: ApiKey = reader,
     ) -> ExecutionPage:
         """Executions oldest first; ``status=suspended`` lists the pending reviews."""
+        scope = CursorScope.of(
+            "executions",
+            project_id,
+            key,
+            workspace_id=workspace_id,
+            status=status_filter.value if status_filter else None,
+        )
         try:
             page = await intake.list_executions(
-                project_id, workspace_id, status_filter, limit, cursor
+                project_id, workspace_id, status_filter, limit, cursors.open(cursor, scope)
             )
         except InvalidCursor as exc:
             raise Problem(400, "invalid-cursor", "Invalid cursor", str(exc)) from exc
         return ExecutionPage(
-            items=[ExecutionView.of(e) for e in page.items], next_cursor=page.next_cursor
+            items=[ExecutionView.of(e) for e in page.items],
+            next_cursor=cursors.seal(page.next_cursor, scope),
         )
 
     @router.post(
@@ -227,8 +265,8 @@ def build_router(intake: Intake, registry: AgentRegistry, keys: ApiKeys) -> APIR
                 workspace_id=workspace_id,
                 execution_id=execution_id,
                 answer=answer,
-                reviewer=key.principal,
-                headers=pick_custom_headers(request.headers),
+                reviewer=key.as_reviewer(),
+                headers=_custom_headers(request),
             )
         except ExecutionNotFound as exc:
             raise _not_found(execution_id) from exc
@@ -263,22 +301,19 @@ def build_router(intake: Intake, registry: AgentRegistry, keys: ApiKeys) -> APIR
                 str(exc),
                 winning_decision=exc.winner,
             ) from exc
-        except SelfApprovalForbidden as exc:
-            raise Problem(403, "self-approval", "Self-approval not allowed", str(exc)) from exc
+        except SeparationOfDuties as exc:
+            raise separation_problem(exc) from exc
         resolution = outcome.resolution
-        generation = outcome.approvals[0].generation if outcome.awaiting else None
-        if outcome.event is not None:
-            generation = outcome.event.suspension_id
-        assert generation is not None
         return ResumeAccepted(
             execution_id=execution_id,
-            suspension_id=generation,
-            generation=generation,
+            suspension_id=outcome.suspension_id,
+            generation=outcome.suspension_id,
             decision=resolution.summary,
             interrupt_id=next(iter(resolution.values)),
             status="awaiting_approvals" if outcome.awaiting else "accepted",
             approvals=[a.reviewer for a in outcome.approvals],
             approvals_required=outcome.approvals_required,
+            discounted_approvals=outcome.discounted,
         )
 
     @router.post(
@@ -298,7 +333,7 @@ def build_router(intake: Intake, registry: AgentRegistry, keys: ApiKeys) -> APIR
         execution_id: Identifier,
         workspace_id: WorkspaceQuery,
         raw: Annotated[Any, Body(include_in_schema=False)] = None,
-        key: ApiKey = reviewer,
+        key: ApiKey = canceller,
     ) -> CancelAccepted:
         """Stop an execution (pending, running, suspended or resuming); 409 once it ended."""
         body = json_object(raw, CancelRequest, required=False)
@@ -317,6 +352,19 @@ def build_router(intake: Intake, registry: AgentRegistry, keys: ApiKeys) -> APIR
         return CancelAccepted(execution_id=execution_id)
 
     return router
+
+
+SEPARATION_TITLES = {
+    "self-approval": "Self-approval not allowed",
+    "link-not-personal": "A shared link cannot decide this",
+    "requester-unknown": "A link cannot decide this",
+    "link-approval-not-allowed": "Links may not approve this",
+}
+
+
+def separation_problem(exc: SeparationOfDuties) -> Problem:
+    """403: separation of duties forbids this reviewer this decision (the rule in ``slug``)."""
+    return Problem(403, exc.slug, SEPARATION_TITLES.get(exc.slug, "Not allowed"), str(exc))
 
 
 def json_object(raw: Any, model: type[M], *, required: bool) -> M:

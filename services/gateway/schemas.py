@@ -75,8 +75,10 @@ class ResumeAccepted(BaseModel):
     status: Literal["accepted", "awaiting_approvals"] = "accepted"
     """``awaiting_approvals``: this owner's approval is recorded; the agent requires more."""
     approvals: list[str] = Field(default_factory=list)
-    """The owners who gave this answer so far (when several are required)."""
+    """The owners who gave this answer so far and still count (when several are required)."""
     approvals_required: int = 1
+    discounted_approvals: list[str] = Field(default_factory=list)
+    """Approvals of this answer that no longer count, each with why (a key revoked since)."""
 
 
 class ApprovalView(BaseModel):
@@ -86,11 +88,14 @@ class ApprovalView(BaseModel):
     decision: str
     reviewer_notes: str | None
     at: datetime
+    via_link: bool = False
+    """Given through a notification link (the reviewer names the link and its recipient)."""
 
     @classmethod
     def of(cls, approval: Approval) -> ApprovalView:
         return cls(
             reviewer=approval.reviewer,
+            via_link=approval.via_link,
             decision=approval.summary,
             reviewer_notes=approval.reviewer_notes,
             at=approval.at,
@@ -107,6 +112,8 @@ class DecisionView(BaseModel):
     interrupt_id: str | None = None
     edits: list[dict[str, Any]] = Field(default_factory=list)
     approvers: list[str] | None = None
+    discounted_approvers: list[str] | None = None
+    """Approvals given but not counted when the quorum completed, each with why."""
 
 
 class ExecutionView(BaseModel):

@@ -34,7 +34,7 @@ from shared.events import (
 )
 from shared.health import health_hooks
 from shared.logging import announce_started, configure_logging
-from shared.notifications.action_links import links_for
+from shared.notifications.action_links import LinkMinter
 from shared.notifications.config import ChannelConfig, ChannelError, load_channels
 from shared.notifications.model import Delivery, Notification
 from shared.notifications.policy import notification_for
@@ -113,7 +113,7 @@ class Notifier:
             notification = notification_for(event, channel, self._settings.public_url)
             if isinstance(event, ExecutionSuspended) and notification.deadline is None:
                 notification = notification.model_copy(update={"deadline": self._expiry(event)})
-            notification = self._with_action_links(notification, event, channel)
+            notification = self._with_link_decisions(notification, event, channel)
             delivery = Delivery(
                 delivery_id=notification.notification_id,
                 project_id=event.project_id,
@@ -133,32 +133,25 @@ class Notifier:
             return None
         return spec.deadlines.deadlines_from(event.suspended_at).expire_at
 
-    def _with_action_links(
+    def _with_link_decisions(
         self,
         notification: Notification,
         event: ExecutionSuspended | ReviewDeadlineReached,
         channel: str,
     ) -> Notification:
+        """Name the decisions the channel's links may take (the links themselves are minted per
+        recipient when sending, and never stored)."""
         config = self._configs.get(channel)
-        secret = self._settings.action_link_secret
         wants_links = bool(getattr(config, "action_links", False))
         # One decision per link: a review of several tool calls needs the page.
-        if not wants_links or secret is None or not notification.allowed_decisions:
+        if not wants_links or self._settings.action_link_secret is None:
             return notification
-        expire_at = notification.deadline
-        links = links_for(
-            project_id=event.project_id,
-            workspace_id=event.workspace_id,
-            execution_id=event.execution_id,
-            generation=event.suspension_id,
-            decisions=notification.allowed_decisions,
-            channel=channel,
-            expire_at=expire_at,
-            secret=secret.get_secret_value(),
-            base_url=self._settings.public_url,
-            now=self._clock(),
-        )
-        return notification.model_copy(update={"action_links": links})
+        decisions = notification.allowed_decisions or []
+        spec = self._registry.get(event.agent) if self._registry else None
+        if spec is not None and not spec.review.link_approvals:
+            # The agent takes approvals from API keys only: a link may only reject.
+            decisions = [d for d in decisions if d.strip().casefold() == "reject"]
+        return notification.model_copy(update={"link_decisions": decisions})
 
     async def on_status(self, event: ExecutionStatusChanged) -> None:
         log.info("execution.status", status=event.status, sequence=event.sequence)
@@ -179,7 +172,13 @@ def register(
             f"channels {', '.join(linking)} ask for action links:"
             " set INTERLOCK_ACTION_LINK_SECRET (the gateway needs the same value)"
         )
-    channels = build_channels(configs, os.environ)
+    secret = settings.action_link_secret
+    minter = (
+        LinkMinter(secret=secret.get_secret_value(), base_url=settings.public_url)
+        if secret is not None
+        else None
+    )
+    channels = build_channels(configs, os.environ, links=minter)
     notifications = store.notifications if store is not None else None
     registry = load_registry(settings.agents_file)
     notifier = Notifier(settings, notifications, channels, configs, registry=registry)

@@ -8,6 +8,7 @@ from services.notifier.channels import Channel
 from services.notifier.channels.email import EmailChannel
 from services.notifier.channels.slack import SlackChannel
 from services.notifier.channels.webhook import WebhookChannel
+from shared.notifications.action_links import LinkMinter
 from shared.notifications.config import (
     ChannelConfig,
     EmailConfig,
@@ -18,16 +19,22 @@ from shared.notifications.config import (
 
 
 def build_channels(
-    configs: Mapping[str, ChannelConfig], env: Mapping[str, str]
+    configs: Mapping[str, ChannelConfig],
+    env: Mapping[str, str],
+    *,
+    links: LinkMinter | None = None,
 ) -> dict[str, Channel]:
-    """Every channel of the file, its secrets read now: a missing one stops the start-up."""
+    """Every channel of the file, its secrets read now: a missing one stops the start-up.
+    ``links`` mints the approve / reject links of channels with ``action_links = true``."""
     channels: dict[str, Channel] = {}
     for name, config in configs.items():
         if isinstance(config, WebhookConfig):
             secrets = [s.strip() for s in secret(config.secrets_env, env).split(",") if s.strip()]
             channels[name] = WebhookChannel(name, config.url, secrets)
         elif isinstance(config, SlackConfig):
-            channels[name] = SlackChannel(name, secret(config.url_env, env))
+            channels[name] = SlackChannel(
+                name, secret(config.url_env, env), links=links if config.action_links else None
+            )
         elif isinstance(config, EmailConfig):
             username = secret(config.username_env, env) if config.username_env else None
             password = secret(config.password_env, env) if config.password_env else None
@@ -40,5 +47,6 @@ def build_channels(
                 username=username,
                 password=password,
                 starttls=config.starttls,
+                links=links if config.action_links else None,
             )
     return channels

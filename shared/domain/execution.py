@@ -64,6 +64,8 @@ class Decision(BaseModel):
     """For each edit: the action's position, its name and args before and after."""
     approvers: list[str] | None = None
     """The owners whose identical approvals made this decision (separation of duties)."""
+    discounted_approvers: list[str] | None = None
+    """Approvals given but not counted when the quorum completed, each with why."""
 
 
 class AuditEntry(BaseModel):
@@ -93,6 +95,9 @@ class Execution(BaseModel):
     idempotency_key: str | None = None
     request_fingerprint: str | None = None
     requested_by: str | None = None
+    requester_identity: str | None = None
+    """Who asked, for separation of duties (shared/domain/principals.py); None for executions
+    stored before it was recorded, or requested by an outside producer without one."""
     status: ExecutionStatus = ExecutionStatus.PENDING
     version: int = 1
     """Bumped by every stored change; the compare-and-set condition."""
@@ -144,6 +149,7 @@ def new_pending_execution(
         idempotency_key=event.idempotency_key,
         request_fingerprint=fingerprint,
         requested_by=event.requested_by,
+        requester_identity=event.requester_identity,
         audit=[created],
         trace_context=trace_context,
     )

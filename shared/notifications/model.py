@@ -39,9 +39,13 @@ class Notification(BaseModel):
     deadline: AwareDatetime | None = None
     review_url: str
     """The Pending Reviews page opened on this execution."""
+    link_decisions: list[str] = Field(default_factory=list)
+    """The decisions that get a link (channels configured with ``action_links = true``). Stored
+    instead of the links themselves: a link decides, so it is minted per recipient when the
+    notification is sent and never stored (shared/notifications/action_links.py)."""
     action_links: dict[str, str] = Field(default_factory=dict)
-    """Decision -> a signed, expiring, single-use link that decides (channels configured with
-    ``action_links = true``; see shared/notifications/action_links.py)."""
+    """Decision -> a signed, expiring, single-use link that decides, for the one recipient this
+    copy is sent to; set only on the copy a channel sends, never on a stored notification."""
     created_at: AwareDatetime = Field(default_factory=utc_now)
 
 

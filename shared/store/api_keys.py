@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
+from shared.domain.principals import Reviewer, key_identity
 from shared.events import Identifier, utc_now
 
 SECRET_PREFIX = "ilk_"
@@ -45,6 +46,10 @@ class ApiKey(BaseModel):
     name: str = Field(min_length=1, max_length=128)
     workspaces: list[str] | None = None
     """The workspaces the key may touch; None: every workspace of the project."""
+    email: str | None = Field(default=None, max_length=254, pattern=r"^[^@\s]+@[^@\s]+$")
+    """The person the key was issued to. Separation of duties counts people: keys (and
+    notification links) of one email are one identity, and a link decides a request that its
+    requester may not decide only when the requesting key names its person."""
     secret_hash: str
     created_at: datetime = Field(default_factory=utc_now)
     revoked_at: datetime | None = None
@@ -53,6 +58,14 @@ class ApiKey(BaseModel):
     def principal(self) -> str:
         """Who acted, as the audit trail records it."""
         return f"key:{self.key_id} ({self.name})"
+
+    @property
+    def identity(self) -> str:
+        """Who the key's holder is for separation of duties (shared/domain/principals.py)."""
+        return key_identity(self.key_id, self.email)
+
+    def as_reviewer(self) -> Reviewer:
+        return Reviewer.of_key(self.key_id, self.name, self.email)
 
     def may_use(self, project_id: str, workspace_id: str | None) -> bool:
         if project_id != self.project_id:
@@ -105,6 +118,7 @@ async def create_key(
     name: str,
     workspaces: list[str] | None = None,
     secret: str | None = None,
+    email: str | None = None,
 ) -> tuple[ApiKey, str]:
     """Create a key and return it with its secret, which is not stored and cannot be shown
     again. ``secret`` fixes the secret (the development bootstrap key only)."""
@@ -121,6 +135,7 @@ async def create_key(
         role=role,
         name=name,
         workspaces=workspaces,
+        email=email,
         secret_hash=hash_secret(secret),
     )
     await keys.add(key)

@@ -11,6 +11,7 @@ from shared.store.api_keys import InMemoryApiKeys
 from shared.store.approvals import InMemoryApprovals
 from shared.store.attempts import InMemoryAttemptLedger
 from shared.store.cursor import decode_cursor, encode_cursor
+from shared.store.links import InMemorySpentLinks
 from shared.store.notifications import InMemoryNotifications
 from shared.store.ports import Claim, Page, StepRecord
 from shared.store.progress import InMemoryProgressLog
@@ -125,6 +126,7 @@ class InMemoryStore:
         self.agent_versions = InMemoryAgentVersions()
         self.api_keys = InMemoryApiKeys()
         self.approvals = InMemoryApprovals()
+        self.spent_links = InMemorySpentLinks()
         self.progress = InMemoryProgressLog()
         self.notifications = InMemoryNotifications()
 

@@ -27,6 +27,7 @@ from shared.store.api_keys import MongoApiKeys
 from shared.store.approvals import MongoApprovals
 from shared.store.attempts import MongoAttemptLedger
 from shared.store.cursor import decode_cursor, encode_cursor
+from shared.store.links import MongoSpentLinks
 from shared.store.notifications import MongoNotifications
 from shared.store.ports import Claim, Page, StepRecord
 from shared.store.progress import MongoProgressLog
@@ -377,6 +378,7 @@ class MongoStore:
         self.agent_versions = MongoAgentVersions(database)
         self.api_keys = MongoApiKeys(database)
         self.approvals = MongoApprovals(database)
+        self.spent_links = MongoSpentLinks(database)
         self.progress = MongoProgressLog(database)
         self.notifications = MongoNotifications(database)
 

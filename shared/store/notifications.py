@@ -59,9 +59,12 @@ class NotificationStore(Protocol):
         status: DeliveryStatus | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        workspaces: list[str] | None = None,
     ) -> tuple[list[Delivery], str | None]:
         """Oldest first (updated_at, then delivery_id), ``limit`` at a time; ``cursor`` is a
-        previous page's next cursor. A cursor this store did not return raises InvalidCursor."""
+        previous page's next cursor. A cursor this store did not return raises InvalidCursor.
+        ``workspaces``: only deliveries of these workspaces (None: all of the project), so a
+        page and its cursor never come from a workspace the caller may not see."""
         ...
 
 
@@ -140,6 +143,7 @@ class InMemoryNotifications:
         status: DeliveryStatus | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        workspaces: list[str] | None = None,
     ) -> tuple[list[Delivery], str | None]:
         after = decode_list_cursor(cursor) if cursor else None
         matching = sorted(
@@ -148,6 +152,7 @@ class InMemoryNotifications:
                 for d in self._deliveries.values()
                 if d.project_id == project_id
                 and (status is None or d.status is status)
+                and (workspaces is None or d.notification.workspace_id in workspaces)
                 and (after is None or list_key(d) > after)
             ),
             key=list_key,
@@ -165,6 +170,9 @@ def _document(delivery: Delivery) -> Document:
         "schema_version": SCHEMA_VERSION,
         "project_id": delivery.project_id,
         "channel": delivery.channel,
+        # For listing by workspace; deliveries stored before it was kept show only to keys of
+        # every workspace (the safe side).
+        "workspace_id": delivery.notification.workspace_id,
         "status": delivery.status.value,
         "next_key": time_key(delivery.next_attempt_at),
         "updated_key": time_key(delivery.updated_at),
@@ -252,10 +260,13 @@ class MongoNotifications:
         status: DeliveryStatus | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        workspaces: list[str] | None = None,
     ) -> tuple[list[Delivery], str | None]:
         query: Document = {"project_id": project_id}
         if status is not None:
             query["status"] = status.value
+        if workspaces is not None:
+            query["workspace_id"] = {"$in": workspaces}
         if cursor:
             after_key, after_id = decode_list_cursor(cursor)
             query["$or"] = [

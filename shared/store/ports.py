@@ -14,6 +14,7 @@ from shared.store.agent_versions import AgentVersions
 from shared.store.api_keys import ApiKeys
 from shared.store.approvals import ApprovalStore
 from shared.store.attempts import AttemptLedger
+from shared.store.links import SpentLinks
 from shared.store.notifications import NotificationStore
 from shared.store.progress import ProgressLog
 
@@ -157,6 +158,9 @@ class Store(Protocol):
 
     @property
     def approvals(self) -> ApprovalStore: ...
+
+    @property
+    def spent_links(self) -> SpentLinks: ...
 
     @property
     def progress(self) -> ProgressLog: ...

@@ -21,6 +21,7 @@ def delivery(
     delivery_id: str,
     *,
     project_id: str = "p1",
+    workspace_id: str = "ws-1",
     status: DeliveryStatus = DeliveryStatus.PENDING,
     next_attempt_at: datetime = NOW,
     updated_at: datetime = NOW,
@@ -29,7 +30,7 @@ def delivery(
     notification = Notification(
         notification_id=delivery_id,
         project_id=project_id,
-        workspace_id="ws-1",
+        workspace_id=workspace_id,
         execution_id=execution_id,
         agent="refund-approval",
         suspension_id=1,
@@ -166,6 +167,36 @@ async def test_list_pages_oldest_first_with_a_cursor(store: Store) -> None:
     # A page that ends exactly at the last item has no next cursor.
     page, cursor = await store.notifications.list("p1", status=DeliveryStatus.PENDING, limit=5)
     assert (page, cursor) == (expected, None)
+
+
+async def test_list_by_workspaces_pages_only_theirs(store: Store) -> None:
+    """A key limited to some workspaces gets their deliveries only, and a cursor that never
+    points into another workspace (issue 17: cursors leaked other workspaces' deliveries)."""
+    mine = [
+        delivery(f"ex-{n}", workspace_id="ws-mine", updated_at=NOW + timedelta(seconds=2 * n))
+        for n in range(3)
+    ]
+    theirs = [
+        delivery(
+            f"ex-t{n}", workspace_id="ws-theirs", updated_at=NOW + timedelta(seconds=2 * n + 1)
+        )
+        for n in range(3)
+    ]
+    for d in (*mine, *theirs):
+        await store.notifications.enqueue(d)
+    seen: list[Delivery] = []
+    cursor: str | None = None
+    while True:
+        page, cursor = await store.notifications.list(
+            "p1", limit=1, cursor=cursor, workspaces=["ws-mine"]
+        )
+        seen.extend(page)
+        if cursor is None:
+            break
+    assert seen == mine
+    both = await store.notifications.list("p1", workspaces=["ws-mine", "ws-theirs"])
+    assert len(both[0]) == 6
+    assert await store.notifications.list("p1", workspaces=[]) == ([], None)
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import httpx
 
+from shared.crypto import new_key_entry
+
 SERVICES = ("gateway", "orchestrator", "sandbox", "notifier")
 REPO = Path(__file__).resolve().parents[2]
 
@@ -50,6 +52,10 @@ class Cluster:
             "INTERLOCK_RATE_LIMIT_BURST": "2000",
             # Gauges measured every second, so a test sees them move within moments.
             "INTERLOCK_METRICS_POLL_SECONDS": "1",
+            # One key for every process, as the deployments share one Secret: without it each
+            # process makes its own in-memory key, so the sandbox could not open the custom
+            # headers a gateway sealed (nor one gateway replica read another's cursors).
+            "INTERLOCK_ENCRYPTION_KEYS": new_key_entry(f"e2e-{self.run_id}"),
         }
         self.processes: dict[str, list[subprocess.Popen[bytes]]] = {s: [] for s in SERVICES}
         self._log_starts: dict[tuple[str, int], int] = {}
@@ -190,10 +196,15 @@ class Cluster:
                 await asyncio.sleep(0.2)
 
     async def key(
-        self, project: str, role: str = "PROJECT_OWNER", *, workspaces: list[str] | None = None
+        self,
+        project: str,
+        role: str = "PROJECT_OWNER",
+        *,
+        workspaces: list[str] | None = None,
+        email: str | None = None,
     ) -> str:
         """A fresh API key of ``project`` (written straight to the cluster's database, as
-        ``interlock keys create`` does)."""
+        ``interlock keys create`` does), of the person ``email`` when given."""
         from shared.store.api_keys import Role, create_key
         from shared.store.mongo import MongoStore
 
@@ -205,6 +216,7 @@ class Cluster:
                 role=Role(role),
                 name=f"test-{role.lower()}",
                 workspaces=workspaces,
+                email=email,
             )
             return secret
         finally:

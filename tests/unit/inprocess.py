@@ -18,7 +18,7 @@ from faststream.kafka import KafkaBroker, TestKafkaBroker
 from faststream.kafka.annotations import KafkaMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from services.gateway.intake import Intake, ReviewAnswer
+from services.gateway.intake import DecisionOutcome, Intake, ReviewAnswer
 from services.notifier.app import NotifierSettings
 from services.notifier.app import register as register_notifier
 from services.orchestrator.app import OrchestratorSettings
@@ -29,11 +29,15 @@ from services.sandbox.app import register as register_sandbox
 from shared.agents import load_registry
 from shared.bus import KafkaPublisher, create_broker
 from shared.domain.execution import Execution
+from shared.domain.principals import Reviewer, person
 from shared.events import AgentInput
 from shared.store.memory import InMemoryStore
 from shared.topics import Topics
 
 SCOPE = {"project_id": "p1", "workspace_id": "w1"}
+TESTER = Reviewer(label="tester", identity=person("tester@example.com"))
+"""Who invokes by default: a person, as a key with an email is."""
+REVIEWER = Reviewer(label="reviewer-1", identity=person("reviewer-1@example.com"))
 
 
 @dataclass
@@ -57,21 +61,36 @@ class World:
         assert found is not None
         return found
 
-    async def invoke(self, agent: str, message: str, key: str | None = None) -> Execution:
+    async def invoke(
+        self,
+        agent: str,
+        message: str,
+        key: str | None = None,
+        *,
+        requester: Reviewer = TESTER,
+    ) -> Execution:
         return await self.intake.invoke(
             **SCOPE,
             agent=agent,
             agent_input=AgentInput(message=message),
             idempotency_key=key,
-            requested_by="tester",
+            requested_by=requester.label,
+            requester_identity=requester.identity,
         )
 
-    async def decide(self, execution_id: str, decision: str, notes: str | None = None) -> None:
-        await self.intake.decide(
+    async def decide(
+        self,
+        execution_id: str,
+        decision: str,
+        notes: str | None = None,
+        *,
+        reviewer: Reviewer = REVIEWER,
+    ) -> DecisionOutcome:
+        return await self.intake.decide(
             **SCOPE,
             execution_id=execution_id,
             answer=ReviewAnswer(decision=decision, reviewer_notes=notes),
-            reviewer="reviewer-1",
+            reviewer=reviewer,
         )
 
 

@@ -1,5 +1,7 @@
-"""Signed approve / reject links: made by the notifier, followed at the gateway. A GET only asks
-to confirm; the POST decides once; reuse, expiry and tampering get a page and no decision."""
+"""Signed approve / reject links: minted per recipient when a notification is sent, followed at
+the gateway. A GET only asks to confirm; the first POST spends the link whatever happens; the
+decision is the recipient's, under separation of duties; reuse, expiry and tampering get a page
+and no decision."""
 
 from __future__ import annotations
 
@@ -13,38 +15,59 @@ from services.gateway import app as gateway_app
 from services.gateway.app import GatewaySettings, create_app
 from shared.bus import KafkaPublisher
 from shared.domain.execution import ExecutionStatus
+from shared.domain.principals import Reviewer, group, person
 from shared.notifications.action_links import (
     ActionLink,
     LinkExpired,
     LinkInvalid,
-    links_for,
+    LinkMinter,
     sign,
     verify,
 )
+from shared.notifications.model import Notification
 from tests.unit.inprocess import World
 
 SECRET = "test-action-link-secret-of-some-length"
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+ALICE = person("alice@example.com")
 
 
 def link(**changes: object) -> ActionLink:
     base = ActionLink(
+        link_id="link-1",
         project_id="p1",
         workspace_id="w1",
         execution_id="exec-1",
         generation=1,
         decision="approve",
         channel="reviewers",
+        recipient=ALICE,
         expires_at=NOW + timedelta(days=1),
     )
     return base.model_copy(update=changes)
 
 
-def test_a_signed_link_verifies_and_carries_its_decision() -> None:
-    assert verify(sign(link(), SECRET), SECRET, now=NOW) == link()
+def notification(execution_id: str = "exec-1", **changes: object) -> Notification:
+    base = Notification(
+        notification_id=f"{execution_id}:1:reviewers",
+        project_id="p1",
+        workspace_id="w1",
+        execution_id=execution_id,
+        agent="refund-approval",
+        suspension_id=1,
+        allowed_decisions=["approve", "reject"],
+        link_decisions=["approve", "reject"],
+        review_url="http://gateway/reviews",
+    )
+    return base.model_copy(update=changes)
 
 
-def test_an_altered_or_foreign_link_is_invalid() -> None:
+def test_a_signed_link_verifies_and_carries_its_decision_and_recipient() -> None:
+    verified = verify(sign(link(), SECRET), SECRET, now=NOW)
+    assert verified == link() and verified.recipient == ALICE
+
+
+def test_an_altered_foreign_or_old_format_link_is_invalid() -> None:
     token = sign(link(), SECRET)
     with pytest.raises(LinkInvalid):
         verify(token[:-2] + ("A" if token[-2] != "A" else "B") + token[-1], SECRET, now=NOW)
@@ -54,24 +77,29 @@ def test_an_altered_or_foreign_link_is_invalid() -> None:
         verify("not-a-token", SECRET, now=NOW)
 
 
-def test_a_link_expires_with_its_suspension() -> None:
-    links = links_for(
-        project_id="p1",
-        workspace_id="w1",
-        execution_id="exec-1",
-        generation=1,
-        decisions=["approve", "reject"],
-        channel="reviewers",
-        expire_at=NOW + timedelta(hours=2),
-        secret=SECRET,
-        base_url="https://interlock.example.test/",
-        now=NOW,
+def test_minted_links_are_the_recipients_own_and_expire_with_the_suspension() -> None:
+    minter = LinkMinter(
+        secret=SECRET, base_url="https://interlock.example.test/", clock=lambda: NOW
     )
+    waiting = notification(deadline=NOW + timedelta(hours=2))
+    links = minter.links(waiting, channel="reviewers", recipient=ALICE)
     assert sorted(links) == ["approve", "reject"]
     token = links["approve"].removeprefix("https://interlock.example.test/act/")
-    assert verify(token, SECRET, now=NOW + timedelta(hours=1)).decision == "approve"
+    verified = verify(token, SECRET, now=NOW + timedelta(hours=1))
+    assert (verified.decision, verified.recipient, verified.generation) == ("approve", ALICE, 1)
     with pytest.raises(LinkExpired):
         verify(token, SECRET, now=NOW + timedelta(hours=2))
+    again = minter.links(waiting, channel="reviewers", recipient=ALICE)["approve"]
+    assert again != links["approve"]  # every link has an id of its own, spent on its own
+
+
+def test_only_the_named_decisions_get_links() -> None:
+    minter = LinkMinter(secret=SECRET, base_url="http://gateway")
+    assert sorted(
+        minter.links(notification(link_decisions=["reject"]), channel="c", recipient=ALICE)
+    ) == ["reject"]
+    plain = notification(link_decisions=[])
+    assert minter.with_links(plain, channel="c", recipient=ALICE) is plain
 
 
 @pytest.fixture
@@ -86,26 +114,27 @@ async def http(world: World, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[h
         yield client
 
 
-async def refund_links(world: World) -> tuple[str, dict[str, str]]:
-    started = await world.invoke("refund-approval", "Refund claim CLM-4821")
-    links = links_for(
-        project_id="p1",
-        workspace_id="w1",
-        execution_id=started.execution_id,
-        generation=1,
-        decisions=["approve", "reject"],
-        channel="reviewers",
-        expire_at=None,
-        secret=SECRET,
-        base_url="http://gateway",
+async def links_of(
+    world: World,
+    agent: str = "refund-approval",
+    *,
+    recipient: str = ALICE,
+    requester: Reviewer | None = None,
+) -> tuple[str, dict[str, str]]:
+    started = await world.invoke(
+        agent, "Refund claim CLM-4821", **({"requester": requester} if requester else {})
+    )
+    minter = LinkMinter(secret=SECRET, base_url="http://gateway")
+    links = minter.links(
+        notification(started.execution_id), channel="reviewers", recipient=recipient
     )
     return started.execution_id, {d: url.removeprefix("http://gateway") for d, url in links.items()}
 
 
-async def test_following_a_link_asks_first_then_decides_once(
+async def test_following_a_link_asks_first_then_decides_once_as_its_recipient(
     world: World, http: httpx.AsyncClient
 ) -> None:
-    execution_id, links = await refund_links(world)
+    execution_id, links = await links_of(world)
     confirm = await http.get(links["approve"])
     assert confirm.status_code == 200
     assert "Confirm: approve" in confirm.text and "CLM-4821" in confirm.text
@@ -116,20 +145,60 @@ async def test_following_a_link_asks_first_then_decides_once(
     assert decided.status_code == 200 and "Recorded: approve" in decided.text
     done = await world.execution(execution_id)
     assert done.status is ExecutionStatus.COMPLETED and done.result["outcome"] == "refunded"
-    assert done.decisions[0].reviewer == "link:reviewers"
+    assert done.decisions[0].reviewer == "link:reviewers for alice@example.com"
 
     again = await http.post(links["approve"])
-    assert again.status_code == 409 and "already been decided" in again.text
+    assert again.status_code == 409 and "used already" in again.text
+    assert (await http.get(links["approve"])).status_code == 409
     other = await http.post(links["reject"])
-    assert other.status_code == 409
-    assert (await http.get(links["reject"])).status_code == 409
+    assert other.status_code == 409 and "already been decided" in other.text
     assert len((await world.execution(execution_id)).decisions) == 1
+    assert await world.store.spent_links.spent(
+        verify(links["reject"].removeprefix("/act/"), SECRET).link_id
+    )
+
+
+async def test_a_refused_link_is_spent_all_the_same(world: World, http: httpx.AsyncClient) -> None:
+    requester = Reviewer(label="key:req (alice)", identity=ALICE)
+    execution_id, links = await links_of(world, "high-value-refund", requester=requester)
+    own = await http.post(links["reject"])  # the requester's own email
+    assert own.status_code == 403 and "another owner" in own.text
+    again = await http.post(links["reject"])
+    assert again.status_code == 409 and "used already" in again.text
+    assert (await world.execution(execution_id)).status is ExecutionStatus.SUSPENDED
+
+
+async def test_links_cannot_approve_where_the_agent_takes_keys_only(
+    world: World, http: httpx.AsyncClient
+) -> None:
+    execution_id, reviewers = await links_of(
+        world, "high-value-refund", recipient=person("reviewers@example.com")
+    )
+    _, managers = await links_of(
+        world, "high-value-refund", recipient=person("managers@example.com")
+    )
+    for links in (reviewers, managers):
+        refused = await http.post(links["approve"])
+        assert refused.status_code == 403 and "only from API keys" in refused.text
+    assert await world.store.approvals.list(execution_id, 1) == []
+    assert (await world.execution(execution_id)).status is ExecutionStatus.SUSPENDED
+
+
+async def test_a_shared_channels_link_cannot_decide_under_separation_of_duties(
+    world: World, http: httpx.AsyncClient
+) -> None:
+    execution_id, links = await links_of(
+        world, "high-value-refund", recipient=group("slack", "team-slack")
+    )
+    refused = await http.post(links["reject"])
+    assert refused.status_code == 403 and "anyone who reads it" in refused.text
+    assert (await world.execution(execution_id)).status is ExecutionStatus.SUSPENDED
 
 
 async def test_expired_altered_and_disabled_links_decide_nothing(
-    world: World, http: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+    world: World, http: httpx.AsyncClient
 ) -> None:
-    execution_id, links = await refund_links(world)
+    execution_id, links = await links_of(world)
     expired = sign(
         link(execution_id=execution_id, expires_at=datetime.now(UTC) - timedelta(minutes=1)),
         SECRET,

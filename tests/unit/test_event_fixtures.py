@@ -37,13 +37,16 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "events"
 
 EXPECTED: dict[str, type[BaseModel]] = {
     "execution.requested.v1.json": ExecutionRequested,
+    "execution.requested.v1.requester-identity.json": ExecutionRequested,
     "decision.submitted.v1.json": DecisionSubmitted,
     "decision.submitted.v1.actions.json": DecisionSubmitted,
+    "decision.submitted.v1.discounted-approvers.json": DecisionSubmitted,
     "execution.cancel_requested.v1.json": CancelRequested,
     "execution.dispatched.v1.start.json": ExecutionDispatched,
     "execution.dispatched.v1.resume.json": ExecutionDispatched,
     "execution.suspended.v1.json": ExecutionSuspended,
     "execution.reported.v1.started.json": ExecutionReported,
+    "execution.reported.v1.started-without-headers.json": ExecutionReported,
     "execution.reported.v1.completed.json": ExecutionReported,
     "execution.reported.v1.failed.json": ExecutionReported,
     "execution.reported.v1.refused.json": ExecutionReported,
@@ -144,6 +147,16 @@ def test_report_fixtures_cover_every_outcome() -> None:
     failed = _decode("execution.reported.v1.failed.json")
     assert isinstance(failed, ExecutionReported) and failed.error is not None
     assert failed.result is None
+
+
+def test_a_started_report_says_when_the_custom_headers_did_not_open() -> None:
+    without = _decode("execution.reported.v1.started-without-headers.json")
+    assert isinstance(without, ExecutionReported) and without.outcome is ReportOutcome.STARTED
+    assert without.custom_headers_unreadable is not None
+    # Optional and left out when None: every report without it is as it was published before.
+    plain = _decode("execution.reported.v1.started.json")
+    assert isinstance(plain, ExecutionReported) and plain.custom_headers_unreadable is None
+    assert "custom_headers_unreadable" not in json.loads(encode_event(plain))
 
 
 def test_dead_letter_fixture_holds_the_original_message() -> None:

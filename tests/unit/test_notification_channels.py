@@ -8,6 +8,7 @@ import asyncio
 import email
 import email.policy
 import json
+import re
 import socket
 import time
 from collections.abc import AsyncIterator
@@ -16,6 +17,7 @@ from datetime import UTC, datetime
 from email.message import EmailMessage
 from typing import Any
 
+import httpx
 import pytest
 import uvicorn
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
@@ -35,6 +37,7 @@ from services.notifier.channels.webhook import (
     parse_secret,
     signature_header,
 )
+from shared.notifications.action_links import ActionLink, LinkMinter, verify
 from shared.notifications.model import DeliveryFailed, Notification
 from tests.eventually import eventually
 
@@ -174,7 +177,8 @@ async def test_a_webhook_delivery_verifies_with_the_reference_library(receiver: 
     assert envelope == {
         "type": "review.requested",
         "timestamp": notification.model_dump(mode="json")["created_at"],
-        "data": notification.model_dump(mode="json"),
+        # The notifier's bookkeeping of which links to mint is not part of the webhook body.
+        "data": notification.model_dump(mode="json", exclude={"link_decisions"}),
     }
     # The library's own signer agrees byte for byte.
     timestamp = datetime.fromtimestamp(int(delivery.headers["webhook-timestamp"]), UTC)
@@ -604,3 +608,75 @@ async def test_a_malformed_address_fails_without_connecting(recipient: str) -> N
     failure = await failure_of(channel, make_notification())
     assert failure.retryable is False
     assert "malformed" in failure.reason
+
+
+# --- action links --------------------------------------------------------------------------------
+
+LINK_SECRET = "unit-test-link-secret-of-some-length"
+
+
+def minter() -> LinkMinter:
+    return LinkMinter(secret=LINK_SECRET, base_url="https://interlock.example.test")
+
+
+def links_in(text: str) -> dict[str, ActionLink]:
+    found = re.findall(r"https://interlock\.example\.test/act/([A-Za-z0-9._-]+)", text)
+    return {verify(t, LINK_SECRET).decision: verify(t, LINK_SECRET) for t in found}
+
+
+async def test_each_email_recipient_gets_links_of_their_own(inbox: Inbox) -> None:
+    channel = email_channel(inbox, links=minter())
+    await channel.send(make_notification(link_decisions=["approve", "reject"]))
+
+    assert [e.rcpt_tos for e in inbox.received] == [["alice@example.com"], ["bob@example.com"]]
+    seen_ids = set()
+    for index, who in enumerate(("alice@example.com", "bob@example.com")):
+        message = inbox.message(index)
+        assert message["To"] == who
+        text_part = message.get_body(preferencelist=("plain",))
+        assert text_part is not None
+        links = links_in(text_part.get_content())
+        assert sorted(links) == ["approve", "reject"]
+        assert {link.recipient for link in links.values()} == {f"person:{who}"}
+        assert all(link.channel == "mail" for link in links.values())
+        seen_ids |= {link.link_id for link in links.values()}
+    assert len(seen_ids) == 4
+    # Each recipient's message has an id of its own, stable across retries.
+    assert inbox.message(0)["Message-ID"] != inbox.message(1)["Message-ID"]
+    await channel.send(make_notification(link_decisions=["approve", "reject"]))
+    assert inbox.message(0)["Message-ID"] == inbox.message(2)["Message-ID"]
+
+
+async def test_a_partly_refused_email_with_links_is_not_retried(inbox: Inbox) -> None:
+    inbox.refuse = {"gone@example.com"}
+    channel = email_channel(
+        inbox, recipients=["alice@example.com", "gone@example.com"], links=minter()
+    )
+    failure = await failure_of(channel, make_notification(link_decisions=["approve"]))
+    assert failure.retryable is False and "delivered to 1 of 2" in failure.reason
+    assert [e.rcpt_tos for e in inbox.received] == [["alice@example.com"]]
+
+
+async def test_without_link_decisions_an_email_is_one_message_without_links(inbox: Inbox) -> None:
+    await email_channel(inbox, links=minter()).send(make_notification())
+    [envelope] = inbox.received
+    assert envelope.rcpt_tos == ["alice@example.com", "bob@example.com"]
+    assert "/act/" not in inbox.message().as_string()
+
+
+async def test_slack_links_decide_as_the_channel_a_group() -> None:
+    posted: list[dict[str, Any]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        posted.append(json.loads(request.content))
+        return httpx.Response(200, text="ok")
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    channel = SlackChannel(
+        "team-slack", "https://hooks.slack.test/x", client=client, links=minter()
+    )
+    await channel.send(make_notification(link_decisions=["approve", "reject"]))
+    await client.aclose()
+    links = links_in(json.dumps(posted[0]))
+    assert sorted(links) == ["approve", "reject"]
+    assert {link.recipient for link in links.values()} == {"group:slack:team-slack"}

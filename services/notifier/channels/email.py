@@ -17,6 +17,8 @@ from email.utils import format_datetime, parseaddr
 import aiosmtplib
 
 from services.notifier.channels import render
+from shared.domain.principals import person
+from shared.notifications.action_links import LinkMinter
 from shared.notifications.model import DeliveryFailed, Notification
 
 VALUE_LIMIT = 2000
@@ -52,7 +54,9 @@ def build_message(
     message["To"] = recipients
     message["Date"] = format_datetime(notification.created_at)
     # The same id on every attempt: a mail system that already has the message drops a retry.
-    digest = hashlib.sha256(notification.notification_id.encode()).hexdigest()[:32]
+    # A message with links is one recipient's own (their links decide as them): its id too.
+    own = f":{recipients[0].addr_spec}" if notification.action_links else ""
+    digest = hashlib.sha256((notification.notification_id + own).encode()).hexdigest()[:32]
     message["Message-ID"] = f"<{digest}@{sender.domain}>"
     # RFC 3834: an automatic message; out-of-office replies should not answer it.
     message["Auto-Submitted"] = "auto-generated"
@@ -113,7 +117,11 @@ def _failure(exc: Exception, timeout: float) -> DeliveryFailed:
 
 
 class EmailChannel:
-    """Emails review requests to a fixed list of reviewers through one SMTP server."""
+    """Emails review requests to a fixed list of reviewers through one SMTP server.
+
+    With links (``action_links = true``) each recipient gets a message of their own: a link
+    decides on behalf of the person it was sent to, so no one may receive another's links.
+    """
 
     def __init__(
         self,
@@ -126,6 +134,7 @@ class EmailChannel:
         password: str | None = None,
         starttls: bool = False,
         timeout: float = 10.0,
+        links: LinkMinter | None = None,
     ) -> None:
         """``starttls``: upgrade with STARTTLS and fail if the server cannot; False sends in
         the clear (a relay on localhost or a private network)."""
@@ -138,6 +147,7 @@ class EmailChannel:
         self._password = password
         self.starttls = starttls
         self.timeout = timeout
+        self._links = links
 
     async def send(self, notification: Notification) -> None:
         try:
@@ -147,13 +157,48 @@ class EmailChannel:
             raise DeliveryFailed(str(exc), retryable=False) from None
         if not recipients:
             raise DeliveryFailed("no recipients configured", retryable=False)
-        message = build_message(notification, sender, recipients)
+        if self._links is None or not notification.link_decisions:
+            await self._send_one(build_message(notification, sender, recipients), recipients)
+            return
+        await self._send_each(notification, sender, recipients, self._links)
+
+    async def _send_each(
+        self,
+        notification: Notification,
+        sender: Address,
+        recipients: list[Address],
+        links: LinkMinter,
+    ) -> None:
+        """One message per recipient, each with links of their own; failures are judged as for
+        one message to them all (see ``_send_one``)."""
+        failures: list[tuple[Address, DeliveryFailed]] = []
+        for recipient in recipients:
+            own = links.with_links(
+                notification, channel=self.name, recipient=person(recipient.addr_spec)
+            )
+            try:
+                await self._send_one(build_message(own, sender, [recipient]), [recipient])
+            except DeliveryFailed as exc:
+                failures.append((recipient, exc))
+        if not failures:
+            return
+        detail = "; ".join(f"{r.addr_spec}: {exc.reason}" for r, exc in failures)
+        if len(failures) < len(recipients):
+            # The others already have theirs: a retry would send them a second copy.
+            raise DeliveryFailed(
+                f"delivered to {len(recipients) - len(failures)} of {len(recipients)}"
+                f" recipients; refused: {detail}",
+                retryable=False,
+            )
+        raise DeliveryFailed(detail, retryable=all(exc.retryable for _, exc in failures))
+
+    async def _send_one(self, message: EmailMessage, recipients: list[Address]) -> None:
         try:
             # aiosmtplib's timeout is per command; this one bounds the whole conversation.
             async with asyncio.timeout(self.timeout):
                 refused, _ = await aiosmtplib.send(
                     message,
-                    sender=sender.addr_spec,
+                    sender=parse_address(self.sender).addr_spec,
                     recipients=[recipient.addr_spec for recipient in recipients],
                     hostname=self.host,
                     port=self.port,

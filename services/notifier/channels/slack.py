@@ -14,6 +14,8 @@ import httpx
 
 from services.notifier.channels import render
 from services.notifier.channels._http import post
+from shared.domain.principals import group
+from shared.notifications.action_links import LinkMinter
 from shared.notifications.model import Notification
 
 HEADER_LIMIT = 150
@@ -109,13 +111,22 @@ class SlackChannel:
         url: str,
         timeout: float = 10.0,
         client: httpx.AsyncClient | None = None,
+        links: LinkMinter | None = None,
     ) -> None:
         self.name = name
         self.url = url
         self.timeout = timeout
         self._client = client
+        self._links = links
 
     async def send(self, notification: Notification) -> None:
+        if self._links is not None:
+            # Whoever reads the Slack channel may click: its links decide as the channel, a
+            # group, which separation of duties never takes for a person.
+            recipient = group("slack", self.name)
+            notification = self._links.with_links(
+                notification, channel=self.name, recipient=recipient
+            )
         body = json.dumps(message(notification), ensure_ascii=False).encode()
         headers = {"content-type": "application/json; charset=utf-8"}
         await post(

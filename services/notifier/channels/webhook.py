@@ -67,7 +67,8 @@ def signature_header(keys: Sequence[bytes], msg_id: str, timestamp: int, body: b
 
 def encode_body(notification: Notification) -> bytes:
     """The Standard Webhooks envelope: type, when the event happened, and the notification."""
-    data: dict[str, Any] = notification.model_dump(mode="json")
+    # link_decisions is the notifier's own bookkeeping (which links to mint), not the contract.
+    data: dict[str, Any] = notification.model_dump(mode="json", exclude={"link_decisions"})
     envelope = {"type": notification.type, "timestamp": data["created_at"], "data": data}
     return json.dumps(envelope, separators=(",", ":"), ensure_ascii=False).encode()
 

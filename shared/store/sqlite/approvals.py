@@ -1,5 +1,6 @@
 """Approvals toward multi-owner decisions on SQLite: one row per (execution, generation,
-reviewer), so an owner approving twice counts once."""
+identity), so a person approving twice counts once. The ``reviewer`` column holds the identity
+the approval counts under (``Approval.counted_as``): the name predates identities."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ class SqliteApprovals:
         self._db = database
 
     async def record(self, approval: Approval) -> Approval:
-        key = (approval.execution_id, approval.generation, approval.reviewer)
+        key = (approval.execution_id, approval.generation, approval.counted_as)
         inserted = await self._db.execute(
             "INSERT INTO approvals (execution_id, generation, reviewer, body)"
             " VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",

@@ -106,12 +106,17 @@ class SqliteNotifications:
         status: DeliveryStatus | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        workspaces: list[str] | None = None,
     ) -> tuple[list[Delivery], str | None]:
         conditions = ["project_id = ?"]
         params: list[str | int] = [project_id]
         if status is not None:
             conditions.append("status = ?")
             params.append(status.value)
+        if workspaces is not None:
+            marks = ", ".join("?" * len(workspaces))
+            conditions.append(f"json_extract(body, '$.notification.workspace_id') IN ({marks})")
+            params.extend(workspaces)
         if cursor:
             conditions.append("(updated_key, delivery_id) > (?, ?)")
             params.extend(decode_list_cursor(cursor))

@@ -9,6 +9,7 @@ from shared.store.sqlite import (
     api_keys,
     approvals,
     executions,
+    links,
     notifications,
     progress,
     steps,
@@ -30,6 +31,7 @@ class SqliteStore:
         self.agent_versions = agent_versions.SqliteAgentVersions(database)
         self.api_keys = api_keys.SqliteApiKeys(database)
         self.approvals = approvals.SqliteApprovals(database)
+        self.spent_links = links.SqliteSpentLinks(database)
         self.progress = progress.SqliteProgressLog(database)
         self.notifications = notifications.SqliteNotifications(database)
 
@@ -57,6 +59,7 @@ class SqliteStore:
                     agent_versions,
                     api_keys,
                     approvals,
+                    links,
                     progress,
                     notifications,
                 )
