@@ -344,7 +344,9 @@ class Intake:
             await self._store.approvals.record(approval)
             everyone = await self._store.approvals.list(execution_id, suspension_id)
             same = [a for a in everyone if a.answer_key == approval.answer_key]
-            approvers, discounted = await self._still_valid(same)
+            approvers, discounted = await self._still_valid(
+                same, just_checked=reviewer.key_id if reviewer else None
+            )
             if len({a.counted_as for a in approvers}) < needed:
                 log.info(
                     "approval.recorded",
@@ -390,14 +392,16 @@ class Intake:
         log.info("decision.accepted", execution_id=execution_id, decision=resolution.summary)
         return DecisionOutcome(resolution, suspension_id, event, approvers, needed, discounted)
 
-    async def _still_valid(self, approvals: list[Approval]) -> tuple[list[Approval], list[str]]:
+    async def _still_valid(
+        self, approvals: list[Approval], *, just_checked: str | None
+    ) -> tuple[list[Approval], list[str]]:
         """Split approvals into those that still count and, for the others, why not: an API key
         revoked (or deleted) since it approved no longer speaks for anyone. One key read per
-        approving key, when a quorum is checked."""
+        other approving key (``just_checked`` authenticated this very request)."""
         counted: list[Approval] = []
         discounted: list[str] = []
         for approval in approvals:
-            if approval.key_id is not None:
+            if approval.key_id is not None and approval.key_id != just_checked:
                 key = await self._store.api_keys.get(approval.key_id)
                 if key is None or key.revoked_at is not None:
                     when = f" at {key.revoked_at.isoformat()}" if key and key.revoked_at else ""

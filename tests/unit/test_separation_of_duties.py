@@ -235,3 +235,26 @@ def test_check_reviewer_rules(
         with pytest.raises(SeparationOfDuties):
             check_reviewer(reviewer, **call)
     check_reviewer(reviewer, **{**call, "self_approval": True})  # no rule without the flag
+
+
+async def test_a_quorum_reads_only_the_other_approvers_keys(
+    intake: Intake, store: InMemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The re-check costs one key read per earlier approver: the deciding key was just read."""
+    execution_id = await waiting(store, "pair")
+    approvers = []
+    for name in ("ann", "ben"):
+        key, _ = await create_key(store.api_keys, project_id="proj-1", role=Role.OWNER, name=name)
+        approvers.append(key.as_reviewer())
+    reads: list[str] = []
+    original = store.api_keys.get
+
+    async def counted(key_id: str) -> Any:
+        reads.append(key_id)
+        return await original(key_id)
+
+    monkeypatch.setattr(store.api_keys, "get", counted)
+    assert (await decide(intake, execution_id, approvers[0])).awaiting
+    assert reads == []
+    assert not (await decide(intake, execution_id, approvers[1])).awaiting
+    assert reads == [approvers[0].key_id]
