@@ -97,7 +97,8 @@ HTTP_REQUEST_SECONDS = Histogram(
 )
 STORE_COMMAND_SECONDS = Histogram(
     "interlock_store_command_seconds",
-    "Time the database took for one command, by command and collection (shared/store/watch.py).",
+    "Time the database took for one command, by command and collection"
+    " (shared/store/mongo/watch.py).",
     ["command", "collection"],
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )

@@ -26,8 +26,8 @@ from shared.health import health_hooks
 from shared.logging import announce_started, configure_logging
 from shared.settings import CommonSettings
 from shared.store.mongo import MongoStore
+from shared.store.mongo.watch import CommandWatch
 from shared.store.ports import Store
-from shared.store.watch import CommandWatch
 from shared.tracing import configure_tracing
 
 SERVICE = "sandbox"

@@ -55,8 +55,9 @@ from shared.graph_tracing import GraphSpans
 from shared.policy import PolicyError
 from shared.steps import StepRun, step_run
 from shared.store.attempts import AttemptLedger
+from shared.store.memory.progress import InMemoryProgressLog
 from shared.store.ports import StepStore
-from shared.store.progress import InMemoryProgressLog, ProgressLog
+from shared.store.progress import ProgressLog
 
 Graph = Pregel[Any, Any, Any, Any]
 

@@ -6,49 +6,12 @@ a decision that would resume a suspension under different agent code.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
-
-from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import DuplicateKeyError
+from typing import Protocol
 
 from shared.domain.versions import AgentVersion
-from shared.events import utc_now
 
 
 class AgentVersions(Protocol):
     async def publish(self, version: AgentVersion) -> None: ...
 
     async def get(self, agent: str) -> AgentVersion | None: ...
-
-
-class InMemoryAgentVersions:
-    def __init__(self) -> None:
-        self._versions: dict[str, AgentVersion] = {}
-
-    async def publish(self, version: AgentVersion) -> None:
-        self._versions[version.agent] = version
-
-    async def get(self, agent: str) -> AgentVersion | None:
-        return self._versions.get(agent)
-
-
-class MongoAgentVersions:
-    def __init__(self, database: AsyncDatabase[dict[str, Any]]) -> None:
-        self._collection = database["agent_versions"]
-
-    async def publish(self, version: AgentVersion) -> None:
-        # Last writer wins: replicas of one deployment publish the same thing; during a rolling
-        # deploy the newest code is what future resumes will run on.
-        document = {**version.model_dump(), "published_at": utc_now()}
-        try:
-            await self._collection.replace_one({"_id": version.agent}, document, upsert=True)
-        except DuplicateKeyError:
-            # Two replicas starting together both found no document and both inserted; the
-            # loser retries, now as an update (MongoDB documents this retry for upserts).
-            await self._collection.replace_one({"_id": version.agent}, document, upsert=True)
-
-    async def get(self, agent: str) -> AgentVersion | None:
-        document = await self._collection.find_one({"_id": agent})
-        if document is None:
-            return None
-        return AgentVersion.model_validate({k: document[k] for k in AgentVersion.model_fields})

@@ -8,23 +8,22 @@ A high-entropy random secret needs no slow hash: there is nothing to guess. Revo
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import hmac
 import secrets
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
-from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import DuplicateKeyError
 
 from shared.domain.principals import Reviewer, key_identity
 from shared.events import Identifier, utc_now
 
 SECRET_PREFIX = "ilk_"
+
 DEVELOPMENT_KEY_ID = "00000000000000de"
+
 """The id of the well-known key ``make dev`` prints (``interlock/dev.py``): refused by id in every
 environment but development, whatever a store holds."""
 
@@ -150,69 +149,3 @@ async def authenticate(keys: ApiKeys, secret: str) -> ApiKey | None:
     if key is None or key.revoked_at is not None or not matches(key, secret):
         return None
     return key
-
-
-class InMemoryApiKeys:
-    def __init__(self) -> None:
-        self._keys: dict[str, ApiKey] = {}
-
-    async def add(self, key: ApiKey) -> None:
-        self._keys.setdefault(key.key_id, key)
-
-    async def get(self, key_id: str) -> ApiKey | None:
-        return self._keys.get(key_id)
-
-    async def list(self, project_id: str) -> list[ApiKey]:
-        return sorted(
-            (k for k in self._keys.values() if k.project_id == project_id),
-            key=lambda k: k.created_at,
-        )
-
-    async def revoke(self, project_id: str, key_id: str) -> bool:
-        key = self._keys.get(key_id)
-        if key is None or key.project_id != project_id:
-            return False
-        if key.revoked_at is None:
-            self._keys[key_id] = key.model_copy(update={"revoked_at": utc_now()})
-        return True
-
-
-class MongoApiKeys:
-    def __init__(self, database: AsyncDatabase[dict[str, Any]]) -> None:
-        self._collection = database["api_keys"]
-
-    async def ensure_indexes(self) -> None:
-        await self._collection.create_index([("project_id", 1), ("created_at", 1)])
-
-    async def add(self, key: ApiKey) -> None:
-        document = key.model_dump(mode="json")
-        document["_id"] = document.pop("key_id")
-        # A concurrent add of the same key inserted it first (two gateways creating the dev key).
-        with contextlib.suppress(DuplicateKeyError):
-            await self._collection.update_one(
-                {"_id": document["_id"]}, {"$setOnInsert": document}, upsert=True
-            )
-
-    async def get(self, key_id: str) -> ApiKey | None:
-        document = await self._collection.find_one({"_id": key_id})
-        return _key(document) if document else None
-
-    async def list(self, project_id: str) -> list[ApiKey]:
-        found = self._collection.find({"project_id": project_id}).sort("created_at", 1)
-        return [_key(d) async for d in found]
-
-    async def revoke(self, project_id: str, key_id: str) -> bool:
-        result = await self._collection.update_one(
-            {"_id": key_id, "project_id": project_id, "revoked_at": None},
-            {"$set": {"revoked_at": utc_now().isoformat()}},
-        )
-        if result.matched_count:
-            return True
-        return (
-            await self._collection.find_one({"_id": key_id, "project_id": project_id}) is not None
-        )
-
-
-def _key(document: dict[str, Any]) -> ApiKey:
-    data = {k: v for k, v in document.items() if k != "_id"}
-    return ApiKey.model_validate({**data, "key_id": document["_id"]})

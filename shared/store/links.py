@@ -8,11 +8,9 @@ Documents are small and few (one per link a person actually used), so nothing pr
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
-from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import DuplicateKeyError
 
 from shared.events import utc_now
 
@@ -36,31 +34,3 @@ class SpentLinks(Protocol):
         ...
 
     async def spent(self, link_id: str) -> bool: ...
-
-
-class InMemorySpentLinks:
-    def __init__(self) -> None:
-        self._uses: dict[str, LinkUse] = {}
-
-    async def spend(self, use: LinkUse) -> bool:
-        return self._uses.setdefault(use.link_id, use) is use
-
-    async def spent(self, link_id: str) -> bool:
-        return link_id in self._uses
-
-
-class MongoSpentLinks:
-    def __init__(self, database: AsyncDatabase[dict[str, Any]]) -> None:
-        self._collection = database["spent_links"]
-
-    async def spend(self, use: LinkUse) -> bool:
-        document = use.model_dump(mode="json")
-        document["_id"] = document.pop("link_id")
-        try:
-            await self._collection.insert_one(document)
-        except DuplicateKeyError:
-            return False
-        return True
-
-    async def spent(self, link_id: str) -> bool:
-        return await self._collection.find_one({"_id": link_id}, {"_id": 1}) is not None

@@ -1,5 +1,6 @@
 """Every database command is timed per command and collection, and a slow one is logged with
-the field names it filtered on, never their values (shared/store/watch.py), on a real server."""
+the field names it filtered on, never their values (shared/store/mongo/watch.py), on a real
+server."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from prometheus_client import REGISTRY
 from pymongo import AsyncMongoClient
 from structlog.testing import capture_logs
 
-from shared.store.watch import CommandWatch, filter_shape
+from shared.store.mongo.watch import CommandWatch, filter_shape
 from tests.conftest import unique_name
 
 pytestmark = pytest.mark.integration

@@ -21,7 +21,8 @@ from services.gateway.app import GatewaySettings, create_app
 from services.gateway.auth import KeyRechecks
 from services.gateway.stream import StreamCursor
 from shared.bus import KafkaPublisher
-from shared.store.api_keys import ApiKey, InMemoryApiKeys, Role, create_key
+from shared.store.api_keys import ApiKey, Role, create_key
+from shared.store.memory.api_keys import InMemoryApiKeys
 from tests.eventually import eventually
 from tests.unit.inprocess import World
 

@@ -12,7 +12,8 @@ from pymongo.errors import AutoReconnect
 
 from services.sandbox import progress as progress_module
 from services.sandbox.progress import STREAM_MODES, ProgressRecorder
-from shared.store.progress import InMemoryProgressLog, ProgressEntry
+from shared.store.memory.progress import InMemoryProgressLog
+from shared.store.progress import ProgressEntry
 
 
 def chatty_graph() -> Any:

@@ -17,7 +17,7 @@ from typing import Any
 
 import aiosqlite
 
-from shared.store.mongo import StoreUnavailable
+from shared.store.errors import StoreUnavailable
 
 Params = Sequence[Any]
 

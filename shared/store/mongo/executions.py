@@ -1,14 +1,5 @@
-"""MongoDB adapter (PyMongo's async API). Runs on MongoDB, Atlas and FerretDB.
-
-Only broadly supported operations are used: single-document CRUD, unique indexes,
-``find_one_and_update``-style conditional writes and simple sorted finds. No transactions and no
-change streams.
-
-Fields that queries filter or sort on are top-level; the whole model is kept as a JSON string in
-``body``. Agents put arbitrary keys into inputs, suspend contexts
-and results, and servers differ on keys containing ``.`` or starting with ``$`` (FerretDB rejects
-them), so agent-provided data never becomes document keys.
-"""
+"""Executions on MongoDB: an insert-only log of versions (the compare-and-set), a head per
+execution for listing, decision claims and sent-command marks."""
 
 from __future__ import annotations
 
@@ -16,28 +7,15 @@ import contextlib
 from datetime import UTC, datetime
 from typing import Any
 
-from pymongo import ASCENDING, DESCENDING, AsyncMongoClient
+from pymongo import ASCENDING, DESCENDING
 from pymongo.asynchronous.database import AsyncDatabase
-from pymongo.errors import DuplicateKeyError, PyMongoError
+from pymongo.errors import DuplicateKeyError
 
 from shared.domain.execution import Execution, ExecutionStatus, next_deadline
-from shared.errors import RetryableError
-from shared.store.agent_versions import MongoAgentVersions
-from shared.store.api_keys import MongoApiKeys
-from shared.store.approvals import MongoApprovals
-from shared.store.attempts import MongoAttemptLedger
 from shared.store.cursor import decode_cursor, encode_cursor
-from shared.store.links import MongoSpentLinks
-from shared.store.notifications import MongoNotifications
-from shared.store.ports import Claim, Page, StepRecord
-from shared.store.progress import MongoProgressLog
-from shared.store.watch import CommandWatch
+from shared.store.ports import Claim, Page
 
 Document = dict[str, Any]
-
-
-class StoreUnavailable(RetryableError):
-    """The database did not answer or refused the operation for a transient reason."""
 
 
 def _scope_fields(execution: Execution) -> Document:
@@ -79,8 +57,10 @@ def _from_document(document: Document) -> Execution:
 
 
 KEPT_VERSIONS = 3
+
 """Older versions are pruned (but version 1); the audit trail inside each version keeps the full
 history."""
+
 HEAD_REFRESH_ATTEMPTS = 5
 
 
@@ -311,116 +291,3 @@ class MongoSentCommands:
             await self._collection.update_one(
                 {"_id": command_id}, {"$setOnInsert": {"sent": True}}, upsert=True
             )
-
-
-class MongoStepStore:
-    """One document per durable step, ``_id`` = the step's key.
-
-    ``put`` is an insert under that unique ``_id``: the only write FerretDB makes atomic, so of
-    concurrent writers of one key exactly one stores its record and the others read it back.
-    """
-
-    def __init__(self, database: AsyncDatabase[Document]) -> None:
-        self._collection = database["steps"]
-
-    async def ensure_indexes(self) -> None:
-        await self._collection.create_index([("execution_id", ASCENDING)], name="by_execution")
-
-    async def load(self, execution_id: str) -> dict[str, StepRecord]:
-        found = self._collection.find({"execution_id": execution_id})
-        return {str(d["_id"]): _step_from_document(d) async for d in found}
-
-    async def put(self, record: StepRecord) -> StepRecord:
-        try:
-            await self._collection.insert_one(_step_document(record))
-            return record
-        except DuplicateKeyError:
-            stored = await self._collection.find_one({"_id": record.key})
-            if stored is None:  # steps are never deleted: a bug, not a race
-                raise
-            return _step_from_document(stored)
-
-
-def _step_document(record: StepRecord) -> Document:
-    return {
-        "_id": record.key,
-        "execution_id": record.execution_id,
-        "name": record.name,
-        "result": record.result,
-        "epoch": record.epoch,
-        "attempt": record.attempt,
-        "created_at": record.created_at,
-    }
-
-
-def _step_from_document(document: Document) -> StepRecord:
-    return StepRecord(
-        key=str(document["_id"]),
-        execution_id=str(document["execution_id"]),
-        name=str(document["name"]),
-        result=str(document["result"]),
-        epoch=int(document["epoch"]),
-        attempt=int(document["attempt"]),
-        created_at=document["created_at"],
-    )
-
-
-class MongoStore:
-    def __init__(self, client: AsyncMongoClient[Document], database_name: str) -> None:
-        self._client = client
-        self._database_name = database_name
-        database = client[database_name]
-        self.executions = MongoExecutionStore(database)
-        self.decisions = MongoDecisionClaims(database)
-        self.sent_commands = MongoSentCommands(database)
-        self.steps = MongoStepStore(database)
-        self.attempts = MongoAttemptLedger(database)
-        self.agent_versions = MongoAgentVersions(database)
-        self.api_keys = MongoApiKeys(database)
-        self.approvals = MongoApprovals(database)
-        self.spent_links = MongoSpentLinks(database)
-        self.progress = MongoProgressLog(database)
-        self.notifications = MongoNotifications(database)
-
-    @classmethod
-    def connect(
-        cls,
-        uri: str,
-        database_name: str,
-        *,
-        timeout_ms: int = 5_000,
-        operation_timeout_ms: int | None = None,
-        slow_command_ms: float | None = None,
-    ) -> MongoStore:
-        """Create the client; nothing is sent until the first operation. With
-        ``operation_timeout_ms``, no operation takes longer (it raises a ``PyMongoError``). Every
-        command is timed (shared/store/watch.py); those slower than ``slow_command_ms`` are
-        logged."""
-        client: AsyncMongoClient[Document] = AsyncMongoClient(
-            uri,
-            serverSelectionTimeoutMS=timeout_ms,
-            connectTimeoutMS=timeout_ms,
-            timeoutMS=operation_timeout_ms,
-            tz_aware=True,
-            appname="interlock",
-            event_listeners=[CommandWatch(slow_command_ms)],
-        )
-        return cls(client, database_name)
-
-    async def ensure_indexes(self) -> None:
-        await self.executions.ensure_indexes()
-        await self.steps.ensure_indexes()
-        await self.attempts.ensure_indexes()
-        await self.api_keys.ensure_indexes()
-        await self.approvals.ensure_indexes()
-        await self.progress.ensure_indexes()
-        await self.notifications.ensure_indexes()
-
-    async def ping(self) -> None:
-        try:
-            await self._client.admin.command("ping")
-        except PyMongoError as exc:
-            raise StoreUnavailable(f"database did not answer: {exc}") from exc
-
-    async def close(self) -> None:
-        await self._client.close()

@@ -1,4 +1,5 @@
-"""In-memory store: for unit tests. Passes the same contract suite as the MongoDB adapter."""
+"""The in-memory store: for unit tests. Passes the same contract suite as the SQLite and MongoDB
+adapters."""
 
 from __future__ import annotations
 
@@ -6,15 +7,15 @@ from collections import Counter
 from datetime import datetime
 
 from shared.domain.execution import Execution, ExecutionStatus, next_deadline, undelivered
-from shared.store.agent_versions import InMemoryAgentVersions
-from shared.store.api_keys import InMemoryApiKeys
-from shared.store.approvals import InMemoryApprovals
-from shared.store.attempts import InMemoryAttemptLedger
 from shared.store.cursor import decode_cursor, encode_cursor
-from shared.store.links import InMemorySpentLinks
-from shared.store.notifications import InMemoryNotifications
+from shared.store.memory.agent_versions import InMemoryAgentVersions
+from shared.store.memory.api_keys import InMemoryApiKeys
+from shared.store.memory.approvals import InMemoryApprovals
+from shared.store.memory.attempts import InMemoryAttemptLedger
+from shared.store.memory.links import InMemorySpentLinks
+from shared.store.memory.notifications import InMemoryNotifications
+from shared.store.memory.progress import InMemoryProgressLog
 from shared.store.ports import Claim, Page, StepRecord
-from shared.store.progress import InMemoryProgressLog
 
 
 def _sort_key(execution: Execution) -> tuple[str, str]:

@@ -1,0 +1,33 @@
+"""MongoDB adapter of shared/store/agent_versions.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import DuplicateKeyError
+
+from shared.domain.versions import AgentVersion
+from shared.events import utc_now
+
+
+class MongoAgentVersions:
+    def __init__(self, database: AsyncDatabase[dict[str, Any]]) -> None:
+        self._collection = database["agent_versions"]
+
+    async def publish(self, version: AgentVersion) -> None:
+        # Last writer wins: replicas of one deployment publish the same thing; during a rolling
+        # deploy the newest code is what future resumes will run on.
+        document = {**version.model_dump(), "published_at": utc_now()}
+        try:
+            await self._collection.replace_one({"_id": version.agent}, document, upsert=True)
+        except DuplicateKeyError:
+            # Two replicas starting together both found no document and both inserted; the
+            # loser retries, now as an update (MongoDB documents this retry for upserts).
+            await self._collection.replace_one({"_id": version.agent}, document, upsert=True)
+
+    async def get(self, agent: str) -> AgentVersion | None:
+        document = await self._collection.find_one({"_id": agent})
+        if document is None:
+            return None
+        return AgentVersion.model_validate({k: document[k] for k in AgentVersion.model_fields})

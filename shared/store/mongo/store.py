@@ -1,0 +1,87 @@
+"""The MongoDB store: every port on one database, and its client."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pymongo import AsyncMongoClient
+from pymongo.errors import PyMongoError
+
+from shared.store.errors import StoreUnavailable
+from shared.store.mongo.agent_versions import MongoAgentVersions
+from shared.store.mongo.api_keys import MongoApiKeys
+from shared.store.mongo.approvals import MongoApprovals
+from shared.store.mongo.attempts import MongoAttemptLedger
+from shared.store.mongo.executions import (
+    MongoDecisionClaims,
+    MongoExecutionStore,
+    MongoSentCommands,
+)
+from shared.store.mongo.links import MongoSpentLinks
+from shared.store.mongo.notifications import MongoNotifications
+from shared.store.mongo.progress import MongoProgressLog
+from shared.store.mongo.steps import MongoStepStore
+from shared.store.mongo.watch import CommandWatch
+
+Document = dict[str, Any]
+
+
+class MongoStore:
+    def __init__(self, client: AsyncMongoClient[Document], database_name: str) -> None:
+        self._client = client
+        self._database_name = database_name
+        database = client[database_name]
+        self.executions = MongoExecutionStore(database)
+        self.decisions = MongoDecisionClaims(database)
+        self.sent_commands = MongoSentCommands(database)
+        self.steps = MongoStepStore(database)
+        self.attempts = MongoAttemptLedger(database)
+        self.agent_versions = MongoAgentVersions(database)
+        self.api_keys = MongoApiKeys(database)
+        self.approvals = MongoApprovals(database)
+        self.spent_links = MongoSpentLinks(database)
+        self.progress = MongoProgressLog(database)
+        self.notifications = MongoNotifications(database)
+
+    @classmethod
+    def connect(
+        cls,
+        uri: str,
+        database_name: str,
+        *,
+        timeout_ms: int = 5_000,
+        operation_timeout_ms: int | None = None,
+        slow_command_ms: float | None = None,
+    ) -> MongoStore:
+        """Create the client; nothing is sent until the first operation. With
+        ``operation_timeout_ms``, no operation takes longer (it raises a ``PyMongoError``). Every
+        command is timed (shared/store/mongo/watch.py); those slower than ``slow_command_ms`` are
+        logged."""
+        client: AsyncMongoClient[Document] = AsyncMongoClient(
+            uri,
+            serverSelectionTimeoutMS=timeout_ms,
+            connectTimeoutMS=timeout_ms,
+            timeoutMS=operation_timeout_ms,
+            tz_aware=True,
+            appname="interlock",
+            event_listeners=[CommandWatch(slow_command_ms)],
+        )
+        return cls(client, database_name)
+
+    async def ensure_indexes(self) -> None:
+        await self.executions.ensure_indexes()
+        await self.steps.ensure_indexes()
+        await self.attempts.ensure_indexes()
+        await self.api_keys.ensure_indexes()
+        await self.approvals.ensure_indexes()
+        await self.progress.ensure_indexes()
+        await self.notifications.ensure_indexes()
+
+    async def ping(self) -> None:
+        try:
+            await self._client.admin.command("ping")
+        except PyMongoError as exc:
+            raise StoreUnavailable(f"database did not answer: {exc}") from exc
+
+    async def close(self) -> None:
+        await self._client.close()
