@@ -27,10 +27,10 @@ venv: $(STAMP) ## Create .venv and install Interlock with its dev tools (version
 lock: ## Resolve the dependencies afresh and write their exact versions to constraints.txt
 	@bash scripts/lock.sh
 
-infra-up: ## Start Kafka (KRaft) and FerretDB on loopback; prints the settings
+infra-up: ## Start Kafka (KRaft), PostgreSQL and FerretDB on loopback; prints the settings
 	@$(INFRA) up
 
-infra-down: ## Stop them (data and caches kept; `bash infra/infra.sh purge` wipes data)
+infra-down: ## Stop all three (data and caches kept; `bash infra/infra.sh purge` wipes the data)
 	@$(INFRA) down
 
 topics: venv infra-up ## Create Interlock's topics on the local broker

@@ -1,19 +1,29 @@
 """A Kafka broker and a FerretDB of the scenario's own, for the scenarios that kill or stop them.
 
 The shared broker and FerretDB (``infra/infra.sh``, ports 19092 / 27117) serve every other test
-running on the machine, so they are never touched. These run on free loopback ports with data
-under the scenario's folder, from the jars and the binary ``infra.sh`` provisioned (``make
-chaos`` runs ``infra.sh up`` first, which downloads / builds them on a clean machine), with the
-same settings ``infra.sh`` uses, FerretDB's telemetry off. Each process is ours by its
-``Popen`` handle: stopping one never looks processes up by name.
+running on the machine, so they are never touched. These run on free loopback ports, from the
+jars and the binary ``infra.sh`` provisioned (``make chaos`` runs ``infra.sh up`` first, which
+downloads / builds them on a clean machine), with the same settings ``infra.sh`` uses, FerretDB's
+telemetry off. Each process is ours by its ``Popen`` handle: stopping one never looks processes
+up by name.
+
+FerretDB uses the backend ``infra.sh`` runs (``INTERLOCK_INFRA_FERRETDB_BACKEND``, default
+PostgreSQL). On PostgreSQL its data lives in a database of its own on ``infra.sh``'s PostgreSQL
+server, created at start and dropped at stop; killing FerretDB kills what the services talk to
+(the store's wire protocol, its connections and in-flight statements, which PostgreSQL rolls
+back), while the server keeps the data, as in a deployment. On SQLite the files are under the
+scenario's folder.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import shutil
 import signal
 import subprocess
+import uuid
 from pathlib import Path
 
 from aiokafka.admin import AIOKafkaAdminClient
@@ -27,6 +37,31 @@ KAFKA_LIBS = SHARED / "kafka" / "libs"
 FERRETDB_BIN = SHARED / "bin" / "ferretdb"
 LOG4J = REPO / "infra" / "kafka" / "log4j2.properties"
 HOST = "127.0.0.1"
+# What infra.sh records for a running FerretDB and PostgreSQL, and the role FerretDB connects as.
+BACKEND_FILE = SHARED / "ferretdb.backend"
+POSTGRES_PORT_FILE = SHARED / "postgres.port"
+POSTGRES_ROLE = "interlock"
+
+
+def ferretdb_backend() -> str:
+    """The setting if given, else the backend of infra.sh's running FerretDB, else its default."""
+    configured = os.environ.get("INTERLOCK_INFRA_FERRETDB_BACKEND")
+    if configured:
+        return configured
+    with contextlib.suppress(FileNotFoundError):
+        return BACKEND_FILE.read_text().strip()
+    return "postgresql"
+
+
+def _psql() -> str:
+    """Debian's psql of the newest installed server (the one infra.sh runs), else any psql."""
+    found = sorted(
+        (p for p in Path("/usr/lib/postgresql").glob("*/bin/psql") if p.parts[-3].isdigit()),
+        key=lambda p: int(p.parts[-3]),
+    )
+    if found:
+        return str(found[-1])
+    return shutil.which("psql") or "psql"
 
 
 class PrivateInfra:
@@ -35,6 +70,10 @@ class PrivateInfra:
         self.kafka_port = free_port()
         self.controller_port = free_port()
         self.mongo_port = free_port()
+        self.backend = ferretdb_backend()
+        # A database of the scenario's own on the shared PostgreSQL server (postgresql backend).
+        self.pg_database = f"chaos_{uuid.uuid4().hex[:12]}"
+        self.pg_port: int | None = None
         self.kafka: subprocess.Popen[bytes] | None = None
         self.ferretdb: subprocess.Popen[bytes] | None = None
 
@@ -147,15 +186,67 @@ class PrivateInfra:
 
     # --- FerretDB ------------------------------------------------------------------------------
 
-    async def start_ferretdb(self) -> None:
-        data, state = self.folder / "ferretdb-data", self.folder / "ferretdb-state"
+    def _postgres(self, sql: str) -> None:
+        assert self.pg_port is not None
+        subprocess.run(
+            [
+                _psql(),
+                "-X",
+                "-q",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-h",
+                HOST,
+                "-p",
+                str(self.pg_port),
+                "-U",
+                POSTGRES_ROLE,
+                "-d",
+                "postgres",
+                "-c",
+                sql,
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
+            env={"PATH": "/usr/bin:/bin", "PGCONNECT_TIMEOUT": "5", "LC_ALL": "C"},
+        )
+
+    def _create_database(self) -> None:
+        try:
+            self.pg_port = int(POSTGRES_PORT_FILE.read_text().strip())
+        except (FileNotFoundError, ValueError) as exc:
+            raise RuntimeError(
+                f"infra.sh's PostgreSQL is not running ({POSTGRES_PORT_FILE}): "
+                "run `bash infra/infra.sh up` first"
+            ) from exc
+        self._postgres(f'CREATE DATABASE "{self.pg_database}"')
+
+    def _drop_database(self) -> None:
+        if self.pg_port is None:
+            return
+        # FORCE ends sessions FerretDB may have left behind.
+        self._postgres(f'DROP DATABASE IF EXISTS "{self.pg_database}" WITH (FORCE)')
+        self.pg_port = None
+
+    def _storage_args(self) -> list[str]:
+        if self.backend == "postgresql":
+            return [
+                "--handler=postgresql",
+                f"--postgresql-url=postgres://{POSTGRES_ROLE}@{HOST}:{self.pg_port}/"
+                f"{self.pg_database}",
+            ]
+        data = self.folder / "ferretdb-data"
         data.mkdir(parents=True, exist_ok=True)
+        return ["--handler=sqlite", f"--sqlite-url=file:{data}/"]
+
+    async def start_ferretdb(self) -> None:
+        state = self.folder / "ferretdb-state"
         state.mkdir(parents=True, exist_ok=True)
         self.ferretdb = self._spawn(
             [
                 str(FERRETDB_BIN),
-                "--handler=sqlite",
-                f"--sqlite-url=file:{data}/",
+                *self._storage_args(),
                 f"--state-dir={state}",
                 f"--listen-addr={HOST}:{self.mongo_port}",
                 "--debug-addr=-",
@@ -198,7 +289,11 @@ class PrivateInfra:
         for needed in (KAFKA_LIBS, FERRETDB_BIN):
             if not needed.exists():
                 raise RuntimeError(f"{needed} is missing: run `bash infra/infra.sh up` once")
+        if self.backend not in ("postgresql", "sqlite"):
+            raise RuntimeError(f"unknown FerretDB backend {self.backend!r}")
         self.folder.mkdir(parents=True, exist_ok=True)
+        if self.backend == "postgresql":
+            await asyncio.to_thread(self._create_database)
         await asyncio.gather(self.start_kafka(), self.start_ferretdb())
 
     @staticmethod
@@ -220,3 +315,9 @@ class PrivateInfra:
     async def stop(self) -> None:
         self._kill(self.kafka, signal.SIGTERM)
         self._kill(self.ferretdb, signal.SIGTERM)
+        try:
+            await asyncio.to_thread(self._drop_database)
+        except (OSError, subprocess.SubprocessError) as exc:
+            # A leftover scratch database costs only disk (`infra.sh purge` removes it); the
+            # scenario's own outcome must not be replaced by this error.
+            print(f"chaos: could not drop the database {self.pg_database}: {exc}", flush=True)
