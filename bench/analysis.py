@@ -57,11 +57,19 @@ def latencies(executions: Sequence[Timed]) -> tuple[dict[str, Any], dict[str, st
     return summaries, encoded
 
 
-def cpu_per_execution(cpu: dict[str, Any], completed: int) -> float | None:
-    """Milliseconds of CPU of the measured processes per completed execution."""
-    if not completed or "measured_seconds" not in cpu:
+def cpu_per_execution(
+    cpu: dict[str, Any], completed: int, processes: Sequence[str] | None = None
+) -> float | None:
+    """Milliseconds of CPU per completed execution: of the measured processes (Interlock's), or
+    of the named ``processes`` (the store's), None when none of them was measured."""
+    if not completed:
         return None
-    return round(float(cpu["measured_seconds"]) * 1000 / completed, 3)
+    if processes is None:
+        if "measured_seconds" not in cpu:
+            return None
+        return round(float(cpu["measured_seconds"]) * 1000 / completed, 3)
+    seconds = [v for k, v in cpu.get("per_process_seconds", {}).items() if k in processes]
+    return round(sum(seconds) * 1000 / completed, 3) if seconds else None
 
 
 def median_throughput(runs: Sequence[dict[str, Any]], key: str) -> float | None:

@@ -9,14 +9,29 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import analysis, hdr
+import httpx
+
+from bench import analysis, commands, hdr, prefill
 from bench.load import Execution, Run, fetch_stamps, open_loop
 from bench.modes import Mode
-from bench.procstats import rss_bytes
+from bench.procstats import STORE, rss_bytes
 from bench.targets import Distributed, Target
 from tests.e2e.cluster import REPO
 
 Raw = list[dict[str, Any]]
+
+
+def _store_summary(run: Run) -> dict[str, Any]:
+    """The store's share of a run: its CPU and the commands sent to it, per completed
+    execution."""
+    completed = len(run.completed())
+    counted = None
+    if run.commands is not None:
+        counted = commands.per_execution(commands.from_rows(run.commands), completed)
+    return {
+        "store_cpu_ms_per_execution": analysis.cpu_per_execution(run.cpu, completed, STORE),
+        "store_commands": counted,
+    }
 
 
 def _run_summary(run: Run) -> dict[str, Any]:
@@ -24,6 +39,7 @@ def _run_summary(run: Run) -> dict[str, Any]:
     return {
         **analysis.throughput(run.executions),
         "cpu_ms_per_execution": analysis.cpu_per_execution(run.cpu, completed),
+        **_store_summary(run),
         "cpu": run.cpu,
         "failures": run.failures()[:5],
         "timed_out": run.timed_out,
@@ -33,17 +49,26 @@ def _run_summary(run: Run) -> dict[str, Any]:
 async def _one_run(
     target: Target, *, rate: float, count: int, message: str, mode: Mode, extra_pids: dict[str, int]
 ) -> Run:
+    """One open-loop run. Where the target's processes serve /metrics, the store commands they
+    made from the first invoke until the last execution ended are counted (the harness's own
+    reads of the results afterwards are not)."""
     client = target.client()
+    ports = target.metrics_ports()
     try:
-        run = await open_loop(
-            client,
-            target.watcher(client),
-            rate=rate,
-            count=count,
-            message=message,
-            timeout=mode.timeout,
-            pids={**target.pids(), **extra_pids},
-        )
+        async with httpx.AsyncClient(timeout=10) as metrics:
+            before = await commands.scrape(metrics, ports) if ports else None
+            run = await open_loop(
+                client,
+                target.watcher(client),
+                rate=rate,
+                count=count,
+                message=message,
+                timeout=mode.timeout,
+                pids={**target.pids(), **extra_pids},
+            )
+            if before is not None:
+                after = await commands.scrape(metrics, ports)
+                run.commands = commands.as_rows(commands.diff(after, before))
         await fetch_stamps(client, run)
         return run
     finally:
@@ -72,7 +97,34 @@ def _median_throughput(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "runs": runs,
         "per_second": hdr.median_of(steady),
         "cpu_ms_per_execution": hdr.median_of(r.get("cpu_ms_per_execution") for r in runs),
+        "store_cpu_ms_per_execution": hdr.median_of(
+            r.get("store_cpu_ms_per_execution") for r in runs
+        ),
+        "store_commands_per_execution": _median_commands(r.get("store_commands") for r in runs),
     }
+
+
+def _median_commands(counted: Any) -> dict[str, Any] | None:
+    """The median over runs of the commands per execution, in all and by service."""
+    runs = [c for c in counted if c]
+    if not runs:
+        return None
+    services = sorted({s for c in runs for s in c["by_service"]})
+    return {
+        "total": hdr.median_of(c["total"] for c in runs),
+        "by_service": {
+            s: hdr.median_of(c["by_service"].get(s, 0.0) for c in runs) for s in services
+        },
+    }
+
+
+async def sweeps(target: Target, seconds: float) -> dict[str, Any] | None:
+    """The store commands of the periodic sweeps: counted while no execution runs."""
+    ports = target.metrics_ports()
+    if not ports:
+        return None
+    async with httpx.AsyncClient(timeout=10) as metrics:
+        return await commands.rate(metrics, ports, seconds)
 
 
 async def latency(
@@ -233,3 +285,53 @@ async def _peer_process(
     if proc.returncode != 0:
         raise RuntimeError(f"peer {kind} failed: {err.decode(errors='replace')[-800:]}")
     return dict(json.loads(out.decode().strip().splitlines()[-1]))
+
+
+async def history(
+    target: Distributed, mode: Mode, extra_pids: dict[str, int], raw: Raw
+) -> dict[str, Any]:
+    """Figure 8: the same low-rate run on a store holding only a few executions, then again with
+    ``mode.history_prefill`` finished executions stored (copies of one the services ran, made in
+    bulk: see bench/prefill.py): store commands, decision -> next step, store CPU."""
+    out: dict[str, Any] = {
+        "rate_per_second": mode.history_rate,
+        "executions_per_run": mode.history_count,
+    }
+    empty, template = await _history_phase(target, mode, extra_pids, raw, "empty")
+    out["empty"] = empty
+    if template is None:
+        return out
+    out["empty"]["stored_executions"] = await _stored_executions(target)
+    out["prefill"] = await prefill.clone_finished(
+        target.mongodb, target.cluster.database, template, mode.history_prefill
+    )
+    out["history"], _ = await _history_phase(target, mode, extra_pids, raw, "history")
+    out["history"]["stored_executions"] = await _stored_executions(target)
+    return out
+
+
+async def _history_phase(
+    target: Distributed, mode: Mode, extra_pids: dict[str, int], raw: Raw, phase: str
+) -> tuple[dict[str, Any], str | None]:
+    run = await _one_run(
+        target, rate=mode.history_rate, count=mode.history_count, message="bench",
+        mode=mode, extra_pids=extra_pids,
+    )  # fmt: skip
+    raw.append({"figure": "history", "phase": phase, **run.raw()})
+    done = run.completed()
+    summaries, _ = analysis.latencies(done)
+    return {
+        "completed": len(done),
+        "failures": run.failures()[:5],
+        "cpu_ms_per_execution": analysis.cpu_per_execution(run.cpu, len(done)),
+        **_store_summary(run),
+        "decision_to_next_step": summaries["decision_to_next_step"],
+        "decision_to_completed": summaries["decision_to_completed"],
+    }, (done[0].execution_id if done else None)
+
+
+async def _stored_executions(target: Distributed) -> int | None:
+    """How many executions the store holds (their heads), when it still keeps heads."""
+    collections = (await target.storage())["collections"]
+    heads = collections.get("executions")
+    return None if heads is None else int(heads["documents"])

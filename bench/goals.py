@@ -67,6 +67,8 @@ def evaluate(figures: dict[str, Any]) -> list[dict[str, Any]]:
     replay = _get(dist, "replay", str(max(steps)), "replay_us_per_step") if steps else None
     cpu = _get(dist, "throughput", "1", "cpu_ms_per_execution")
     floor = _get(figures, "peers", FLOOR, "throughput", "cpu_ms_per_execution")
+    commands = _get(dist, "throughput", "1", "store_commands_per_execution", "total")
+    history = figures.get("history") or {}
     return [
         _target("decision -> next step p50", "<= 15 ms", resume.get("p50_ms"), 15, False),
         _target("decision -> next step p99", "<= 60 ms", resume.get("p99_ms"), 60, False),
@@ -80,4 +82,31 @@ def evaluate(figures: dict[str, Any]) -> list[dict[str, Any]]:
         ),
         _target("replay per cached step", "<= 50 us", replay, 50, False),
         _target("CPU per execution vs in-process LangGraph", "<= 2x", _ratio(cpu, floor), 2, False),
+        _target(
+            "store commands per execution (1 sandbox, sweeps included)",
+            "<= 40",
+            commands,
+            40,
+            False,
+        ),
+        _target(
+            "store commands per execution, history vs empty store",
+            "<= 1.1x",
+            _ratio(
+                _get(history, "history", "store_commands", "total"),
+                _get(history, "empty", "store_commands", "total"),
+            ),
+            1.1,
+            False,
+        ),
+        _target(
+            "decision -> next step p50, history vs empty store",
+            "<= 1.1x",
+            _ratio(
+                _get(history, "history", "decision_to_next_step", "p50_ms"),
+                _get(history, "empty", "decision_to_next_step", "p50_ms"),
+            ),
+            1.1,
+            False,
+        ),
     ]

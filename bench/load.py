@@ -45,6 +45,9 @@ class Run:
     ended_at: float
     cpu: dict[str, Any] = field(default_factory=dict)
     timed_out: bool = False
+    commands: list[tuple[str, str, str, int]] | None = None
+    """Store commands the services made during the run, (process, collection, command, count);
+    None where they are not counted (the embedded mode)."""
 
     def completed(self) -> list[Execution]:
         return [e for e in self.executions if e.status == "completed"]
@@ -62,6 +65,7 @@ class Run:
             "ended_at": self.ended_at,
             "timed_out": self.timed_out,
             "cpu": self.cpu,
+            "store_commands": self.commands,
             "executions": [asdict(e) for e in self.executions],
         }
 

@@ -9,6 +9,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from bench import procstats
+
 PACKAGES = (
     "langgraph",
     "langgraph-checkpoint-mongodb",
@@ -73,6 +75,45 @@ def ferretdb_version(infra: Path) -> str | None:
         if line.startswith("version:"):
             return line.split(":", 1)[1].strip()
     return None
+
+
+def _version_line(binary: Path, prefix: str) -> str | None:
+    try:
+        out = subprocess.run(
+            [str(binary), "--version"], capture_output=True, text=True, timeout=10
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for line in out.splitlines():
+        if line.startswith(prefix):
+            return line.removeprefix(prefix).strip()
+    return None
+
+
+def store_of(uri: str, label: str | None = None) -> dict[str, Any]:
+    """What serves ``uri`` when it runs here: FerretDB's version and backend, and PostgreSQL's
+    version under it; ``label`` names it on the page (default: from those)."""
+    pids = procstats.store_pids(uri)
+    ferretdb = pids.get(procstats.FERRETDB)
+    found: dict[str, Any] = {"processes": sorted(pids)}
+    if ferretdb is not None:
+        exe = Path(f"/proc/{ferretdb}/exe")
+        found["ferretdb"] = _version_line(exe, "version:")
+        found["package"] = _version_line(exe, "package:")
+        found["backend"] = procstats.ferretdb_backend(ferretdb)
+    postgres = pids.get(procstats.POSTGRESQL)
+    if postgres is not None:
+        found["postgresql"] = _version_line(Path(f"/proc/{postgres}/exe"), "postgres (PostgreSQL)")
+    if label is None:
+        if ferretdb is None:
+            label = "a store not on this machine"
+        else:
+            backend = {"postgresql": "PostgreSQL", "sqlite": "SQLite"}.get(
+                found.get("backend") or "", found.get("backend") or "?"
+            )
+            label = f"FerretDB {found.get('ferretdb') or ''} on {backend}".replace("  ", " ")
+    found["label"] = label
+    return found
 
 
 def describe(infra: Path) -> dict[str, Any]:

@@ -14,7 +14,8 @@ the harness end to end, figures meaningless). Each writes `summary.json` and `ra
 execution's times, HDR histograms encoded) under `bench/results/<mode>/` and regenerates this page.
 
 **How it measures.** Interlock runs as separate processes (gateway, orchestrator, notifier,
-sandboxes; the e2e tests' `Cluster`) on the local Kafka and FerretDB (`infra/infra.sh`), and, for
+sandboxes; the e2e tests' `Cluster`) on the local Kafka and FerretDB (`infra/infra.sh`; its
+backend is named under the conditions below), and, for
 comparison, embedded (`interlock dev`: one process, SQLite, in-process bus). The workload is the
 `bench-pipeline` agent (`agents/bench_pipeline.py`): 3 durable steps, one interrupt, 2 durable
 steps after the decision. Load is open loop: executions are due at fixed times and every latency
@@ -23,8 +24,9 @@ harness sees suspensions on the public `execution.status` topic (embedded mode: 
 API every {poll_ms:g} ms, which is then the resolution) and approves through the HTTP API at once.
 Latencies go into HDR histograms; each figure is the median over the runs (per percentile). The
 time the first step after the decision ran is stamped by the agent itself (one machine, one
-clock). CPU is read from `/proc` for Interlock's own processes; Kafka's and FerretDB's CPU is
-shown apart, since other users of the machine share them.
+clock). CPU is read from `/proc` for Interlock's own processes; Kafka's and the store's (FerretDB,
+and PostgreSQL with its backends when FerretDB runs on it) are shown apart, since other users of
+the machine share them. Store commands are counted by the services themselves (section 7).
 """
 
 
@@ -51,8 +53,8 @@ def _conditions(s: dict[str, Any]) -> list[str]:
         f"- Mode **{s['mode']}**, started {s['started_at']}, took {s['duration_seconds']:.0f} s.",
         f"- {m['cores']} cores ({m['cpu']}), {m['memory_gib']} GiB, Linux {m['kernel']},"
         f" Python {m['python']}.",
-        f"- Kafka {m.get('kafka')} (KRaft, one broker), FerretDB {m.get('ferretdb')} (SQLite"
-        " backend), all on loopback; every process of the benchmark on this one machine.",
+        f"- Kafka {m.get('kafka')} (KRaft, one broker), {_store_line(s)}, all on loopback; every"
+        " process of the benchmark on this one machine.",
         "- " + ", ".join(f"{k} {v}" for k, v in pk.items() if v),
         f"- Load average {m['load_average_at_start']} at the start and"
         f" {s['load_average_at_end']} at the end (1-minute, 5, 15). Whatever else ran on the"
@@ -60,6 +62,18 @@ def _conditions(s: dict[str, Any]) -> list[str]:
         " measured processes, and in the CPU split below.",
         "",
     ]
+
+
+def _store_line(s: dict[str, Any]) -> str:
+    store = s.get("store")
+    if not store:  # a summary from before the store was described
+        return f"FerretDB {s['machine'].get('ferretdb')} (SQLite backend)"
+    parts = [str(store["label"])]
+    if store.get("package"):
+        parts.append(f"build {store['package']}")
+    if store.get("postgresql"):
+        parts.append(f"PostgreSQL {store['postgresql']}")
+    return parts[0] + (f" ({'; '.join(parts[1:])})" if parts[1:] else "")
 
 
 def _latency_rows(name: str, lat: dict[str, Any] | None) -> list[str]:
@@ -108,7 +122,7 @@ def _throughput(s: dict[str, Any]) -> list[str]:
         lines += [
             "",
             f"In the first 1-sandbox run, Interlock's processes used {cpu['measured_seconds']} CPU"
-            f" seconds, Kafka and FerretDB {infra}, and the whole machine"
+            f" seconds, Kafka and the store {infra}, and the whole machine"
             f" {cpu['machine_busy_seconds']} (of {runs[0].get('makespan_seconds')} s elapsed on"
             f" {s['machine']['cores']} cores).",
         ]
@@ -186,7 +200,7 @@ def _idle(s: dict[str, Any]) -> list[str]:
         f" {_num(idle['rss_growth_mb_per_10k'], ' MB')}. Scaling is only indicative: only"
         " `make bench-full` (10,000 held) measures it directly; with few held, the growth also"
         " holds the buffers and caches warmed by the traffic that suspended them.",
-        "Storage per suspended execution (data + indexes, `collStats`; FerretDB's SQLite pages"
+        "Storage per suspended execution (data + indexes, `collStats`; FerretDB's storage pages"
         f" round it up): {_num(per, ' bytes', 0)}. Where the bytes are after the run: "
         + ", ".join(f"{k} {v['bytes'] / 1e3:,.0f} kB" for k, v in coll.items() if v["bytes"])
         + ".",
@@ -271,7 +285,7 @@ def _targets(s: dict[str, Any]) -> list[str]:
 
 
 def _share(cpu: dict[str, Any]) -> tuple[float, float, float]:
-    """Seconds of CPU: Interlock's processes, Kafka + FerretDB, everything else on the machine."""
+    """Seconds of CPU: Interlock's processes, Kafka + the store, everything else on the machine."""
     ours = float(cpu.get("measured_seconds", 0))
     infra = sum(v for k, v in cpu.get("per_process_seconds", {}).items() if k.startswith("infra:"))
     return ours, infra, max(float(cpu.get("machine_busy_seconds", 0)) - ours - infra, 0.0)
@@ -293,7 +307,7 @@ def _findings(s: dict[str, Any]) -> list[str]:
         total = ours + infra + other or 1
         lines.append(
             f"During the 1-sandbox saturation runs the machine's busy CPU went {ours / total:.0%}"
-            f" to Interlock's processes, {infra / total:.0%} to Kafka and FerretDB and"
+            f" to Interlock's processes, {infra / total:.0%} to Kafka and the store and"
             f" {other / total:.0%} to everything else (the harness, other users' work)."
         )
         elapsed = sum(r.get("makespan_seconds") or 0 for r in runs)
@@ -317,6 +331,178 @@ def _findings(s: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+SERVICES = ("gateway", "orchestrator", "sandbox", "checkpointer", "notifier")
+"""The columns of the commands table (the checkpointer: the sandbox's LangGraph saver)."""
+
+
+def _commands_row(name: str, t: dict[str, Any] | None) -> str | None:
+    counted = (t or {}).get("store_commands_per_execution")
+    if not counted:
+        return None
+    by = counted["by_service"]
+    cells = [_num(by.get(service), digits=1) if service in by else "0" for service in SERVICES]
+    return (
+        f"| {name} | " + " | ".join(cells) + f" | **{_num(counted['total'], digits=1)}** |"
+        f" {_num(t.get('store_cpu_ms_per_execution') if t else None, digits=1)} |"
+    )
+
+
+def _store(s: dict[str, Any]) -> list[str]:
+    f = s["figures"]
+    dist = f["distributed"]
+    label = (s.get("store") or {}).get("label", "the store")
+    candidates = [
+        _commands_row(f"{replicas} sandbox(es), {label}", t)
+        for replicas, t in (dist.get("throughput") or {}).items()
+    ]
+    second = f.get("second_store")
+    if second:
+        candidates.append(_commands_row(f"1 sandbox, {second['label']}", second["throughput"]))
+    rows = [r for r in candidates if r]
+    if not rows:
+        return []
+    lines = [
+        "## 7. The store: commands and CPU per execution",
+        "",
+        "Store commands per completed execution during the saturation runs (median over runs),"
+        " counted by every process itself (`interlock_store_command_seconds_count` on each"
+        " one's `/metrics`; the checkpointer is the sandbox's LangGraph saver, told apart by its"
+        " `checkpoint*` collections), from the first invoke to the last completion; the"
+        " harness's reads of the results afterwards are not counted. Store CPU: the store's"
+        " processes (FerretDB, and PostgreSQL's postmaster with all its backends when FerretDB"
+        " runs on it), read from `/proc`, per completed execution.",
+        "",
+        "| system | " + " | ".join(SERVICES) + " | total | store CPU ms per execution |",
+        "| --- |" + " --- |" * (len(SERVICES) + 2),
+        *rows,
+        "",
+    ]
+    sweeps = dist.get("sweeps")
+    if sweeps:
+        by = ", ".join(f"{k} {v:g}/s" for k, v in sweeps["by_service"].items()) or "none"
+        runs = ((dist.get("throughput") or {}).get("1") or {}).get("runs") or []
+        share = [
+            sweeps["per_second"] * r["makespan_seconds"] / r["completed"]
+            for r in runs
+            if r.get("makespan_seconds") and r.get("completed")
+        ]
+        within = (
+            f"; over the 1-sandbox runs' length that is about {sum(share) / len(share):.2f}"
+            " of the commands per execution above"
+            if share
+            else ""
+        )
+        lines += [
+            "The periodic sweeps are included, at production's intervals (deadlines and"
+            " undelivered requests every 5 s, the executions gauge every 15 s, the notifier's"
+            f" delivery poll every second). Counted over {sweeps['seconds']:g} s with nothing"
+            f" running, they made {sweeps['per_second']:g} store commands a second ({by}){within}."
+            " The budget of issue 18 (at most 40 per execution, sweeps excluded) is asserted"
+            " exactly, for one execution, by `tests/e2e/test_store_commands.py`.",
+            "",
+        ]
+    lines += [
+        "Throughput per store, 1 sandbox (the same saturation runs):",
+        "",
+        "| store | executions/s (median) | store CPU ms per execution |"
+        " Interlock CPU ms per execution | store commands per execution |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    one = (dist.get("throughput") or {}).get("1")
+    stores = [(_built(s.get("store"), label), one)]
+    if second:
+        stores.append((_built(second, second["label"]), second["throughput"]))
+    for name, t in stores:
+        if not t:
+            continue
+        counted = t.get("store_commands_per_execution") or {}
+        store_cpu = _num(t.get("store_cpu_ms_per_execution"), digits=1)
+        lines.append(
+            f"| {name} | {_num(t['per_second'])} | {store_cpu}"
+            f" | {_num(t['cpu_ms_per_execution'], digits=1)}"
+            f" | {_num(counted.get('total'), digits=1)} |"
+        )
+    if not second:
+        lines += [
+            "",
+            "Only one store was measured in this run. To put a second one beside it (say FerretDB"
+            " on its SQLite backend, `INTERLOCK_INFRA_FERRETDB_BACKEND=sqlite`, on another"
+            " port), set `INTERLOCK_BENCH_SECOND_MONGODB_URI` (and `INTERLOCK_BENCH_SECOND_LABEL`)"
+            " for `make bench`.",
+        ]
+    return [*lines, ""]
+
+
+def _built(store: dict[str, Any] | None, label: str) -> str:
+    """A store's name with the FerretDB build it runs, when that says more than the version
+    (a patched build: see infra/README.md)."""
+    package = (store or {}).get("package")
+    return f"{label} (build {package})" if package else label
+
+
+def _pct(new: Any, old: Any) -> str:
+    if new is None or old in (None, 0):
+        return "n/a"
+    return f"{(new / old - 1) * 100:+.0f}%"
+
+
+def _history(s: dict[str, Any]) -> list[str]:
+    h = s["figures"].get("history")
+    if not h or "history" not in h:
+        return []
+    empty, full, fill = h["empty"], h["history"], h["prefill"]
+    label = (s.get("store") or {}).get("label", "the store")
+
+    def cells(phase: dict[str, Any]) -> list[Any]:
+        counted = phase.get("store_commands") or {}
+        step = phase.get("decision_to_next_step") or {}
+        return [
+            counted.get("total"),
+            step.get("p50_ms"),
+            step.get("p99_ms"),
+            phase.get("store_cpu_ms_per_execution"),
+        ]
+
+    def row(name: str, phase: dict[str, Any]) -> str:
+        total, p50, p99, cpu = cells(phase)
+        return (
+            f"| {name} | {phase['completed']} | {_num(total, digits=1)} | {_ms(p50)} / {_ms(p99)}"
+            f" | {_num(cpu, digits=1)} |"
+        )
+
+    before, after = cells(empty), cells(full)
+    stored = full.get("stored_executions")
+    docs = sum(fill["inserted"].values())
+    per = ", ".join(f"{k} {v}" for k, v in fill["documents_per_execution"].items())
+    mode_note = (
+        f" (the issue asks for 20,000: {s['mode']} mode stores {fill['executions']:,};"
+        " `make bench-full` stores 20,000)"
+        if fill["executions"] < 20_000
+        else ""
+    )
+    return [
+        "## 8. History growth",
+        "",
+        f"The same run ({h['executions_per_run']} executions at {h['rate_per_second']:g}/s, one"
+        f" run each, on a database of its own on {label}) on a store holding only the warm-up's"
+        " executions,"
+        f" then with {fill['executions']:,} finished executions more{mode_note}. The history is"
+        " copies of one execution the services ran to completion, every document naming it,"
+        f" under fresh ids ({per} documents per execution; {docs:,} documents inserted in"
+        f" {fill['seconds']:g} s; `bench/prefill.py`). Issue 18 asks both figures to stay"
+        " within 10%.",
+        "",
+        "| store holds | executions | store commands per execution |"
+        " decision -> next step p50 / p99 | store CPU ms per execution |",
+        "| --- | --- | --- | --- | --- |",
+        row(f"{empty.get('stored_executions') or 'a few'} executions", empty),
+        row(f"{stored:,} executions" if stored else f"+{fill['executions']:,}", full),
+        f"| change | | {_pct(after[0], before[0])} | {_pct(after[1], before[1])} /"
+        f" {_pct(after[2], before[2])} | {_pct(after[3], before[3])} |",
+        "",
+    ]
+
+
 def render(summary: dict[str, Any], source: str, analysis: str = "") -> str:
     poll = summary["figures"].get("embedded", {}).get("poll_interval_seconds", 0.05) * 1000
     parts = [HEADER.format(source=source, poll_ms=poll)]
@@ -325,6 +511,6 @@ def render(summary: dict[str, Any], source: str, analysis: str = "") -> str:
     parts += _findings(summary)
     if analysis:
         parts += [analysis.strip(), ""]
-    for section in (_throughput, _latency, _replay, _idle, _ratios, _profile):
+    for section in (_throughput, _latency, _replay, _idle, _ratios, _profile, _store, _history):
         parts += section(summary)
     return "\n".join(parts).rstrip() + "\n"

@@ -16,13 +16,20 @@ from typing import Any
 from bench import figures, goals, machine, profile
 from bench.load import fetch_stamps, open_loop
 from bench.modes import Mode
-from bench.procstats import infra_pids
+from bench.procstats import infra_pids, store_pids
 from bench.targets import Distributed, Embedded, Target
 from tests.e2e.cluster import REPO
 
 PARTITIONS = 6
 PEERS = ("langgraph-mongodb", "langgraph-sqlite", "dbos-sqlite")
 EMBEDDED_POLL_SECONDS = 0.05
+SECOND_STORE_URI = "INTERLOCK_BENCH_SECOND_MONGODB_URI"
+"""A second MongoDB-compatible store (say FerretDB on its SQLite backend beside the PostgreSQL
+one): when set, the distributed saturation runs against it too."""
+SECOND_STORE_LABEL = "INTERLOCK_BENCH_SECOND_LABEL"
+"""How the page names the second store (default: its FerretDB version and backend, when it runs
+on this machine)."""
+STORE_LABEL = "INTERLOCK_BENCH_STORE_LABEL"
 
 
 def log(message: str) -> None:
@@ -48,7 +55,7 @@ async def _warm_up(target: Target) -> None:
 async def _distributed(
     mode: Mode, kafka: str, mongodb: str, workdir: Path, raw: list[Any]
 ) -> dict[str, Any]:
-    infra = infra_pids(REPO / ".infra")
+    infra = infra_pids(REPO / ".infra", mongodb)
     target = Distributed(kafka=kafka, mongodb=mongodb, workdir=workdir, partitions=PARTITIONS)
     await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
     out: dict[str, Any] = {"throughput": {}, "partitions": PARTITIONS}
@@ -56,6 +63,8 @@ async def _distributed(
         log("distributed: starting gateway, orchestrator, notifier, 1 sandbox")
         await target.start(sandboxes=1)
         await _warm_up(target)
+        log(f"store commands of the periodic sweeps, {mode.sweep_seconds:g}s idle")
+        out["sweeps"] = await figures.sweeps(target, mode.sweep_seconds)
         for replicas in mode.sandbox_replicas:
             if replicas > target.sandboxes():
                 log(f"distributed: adding sandboxes up to {replicas}")
@@ -81,6 +90,49 @@ async def _distributed(
         target.stop()
         await target.drop()
     return out
+
+
+async def _history(
+    mode: Mode, kafka: str, mongodb: str, workdir: Path, raw: list[Any]
+) -> dict[str, Any]:
+    """Figure 8 on a database of its own: the prefilled history must not weigh on the other
+    figures."""
+    infra = infra_pids(REPO / ".infra", mongodb)
+    target = Distributed(kafka=kafka, mongodb=mongodb, workdir=workdir, partitions=PARTITIONS)
+    await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
+    try:
+        log("history growth: starting gateway, orchestrator, notifier, 1 sandbox")
+        await target.start(sandboxes=1)
+        await _warm_up(target)
+        log(
+            f"figure 8: {mode.history_count} executions at {mode.history_rate:g}/s, then again"
+            f" with {mode.history_prefill:,} finished executions stored"
+        )
+        return await figures.history(target, mode, infra, raw)
+    finally:
+        target.stop()
+        await target.drop()
+
+
+async def _second_store(
+    mode: Mode, kafka: str, uri: str, label: str | None, workdir: Path, raw: list[Any]
+) -> dict[str, Any]:
+    """The 1-sandbox saturation against another store (figure 7's second row)."""
+    store = machine.store_of(uri, label)
+    pids = {k: v for k, v in infra_pids(REPO / ".infra").items() if k == "infra:kafka"}
+    pids.update(store_pids(uri))
+    target = Distributed(kafka=kafka, mongodb=uri, workdir=workdir, partitions=PARTITIONS)
+    await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
+    try:
+        log(f"second store ({store['label']}): starting gateway, orchestrator, notifier, 1 sandbox")
+        await target.start(sandboxes=1)
+        await _warm_up(target)
+        log(f"figure 7: saturation with 1 sandbox on {store['label']}, {mode.runs} runs")
+        throughput = await figures.saturation(target, mode, pids, raw, "second-store-1")
+        return {**store, "throughput": throughput}
+    finally:
+        target.stop()
+        await target.drop()
 
 
 async def _profile(
@@ -138,9 +190,17 @@ async def measure(mode: Mode, *, kafka: str, mongodb: str, workdir: Path) -> dic
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(began)),
     }
     figures_out: dict[str, Any] = {}
+    summary["store"] = machine.store_of(mongodb, os.environ.get(STORE_LABEL) or None)
     figures_out["distributed"] = await _distributed(
         mode, kafka, mongodb, workdir / "distributed", raw
     )
+    figures_out["history"] = await _history(mode, kafka, mongodb, workdir / "history", raw)
+    second = os.environ.get(SECOND_STORE_URI)
+    if second:
+        label = os.environ.get(SECOND_STORE_LABEL) or None
+        figures_out["second_store"] = await _second_store(
+            mode, kafka, second, label, workdir / "second-store", raw
+        )
     if mode.embedded:
         figures_out["embedded"] = await _embedded(mode, workdir / "embedded", raw)
     if mode.peers:

@@ -37,6 +37,11 @@ class Target(Protocol):
 
     def pids(self) -> dict[str, int]: ...
 
+    def metrics_ports(self) -> dict[str, int]:
+        """Each process's health listener (its /metrics counts store commands); empty where
+        commands are not counted."""
+        ...
+
     async def storage(self) -> dict[str, Any]: ...
 
     def stop(self) -> None: ...
@@ -89,6 +94,14 @@ class Distributed:
             for service, processes in self.cluster.processes.items()
             for i, process in enumerate(processes)
             if process.poll() is None
+        }
+
+    def metrics_ports(self) -> dict[str, int]:
+        return {
+            f"{service}-{i}": self.cluster.health_ports[(service, i)]
+            for service, processes in self.cluster.processes.items()
+            for i, process in enumerate(processes)
+            if process.poll() is None and (service, i) in self.cluster.health_ports
         }
 
     async def storage(self) -> dict[str, Any]:
@@ -182,6 +195,9 @@ class Embedded:
     def pids(self) -> dict[str, int]:
         alive = self.process is not None and self.process.poll() is None
         return {"interlock-dev": self.process.pid} if alive and self.process else {}
+
+    def metrics_ports(self) -> dict[str, int]:
+        return {}  # SQLite files in-process: no MongoDB commands to count
 
     async def storage(self) -> dict[str, Any]:
         files = {p.name: p.stat().st_size for p in sorted(self.data.glob("*.sqlite*"))}

@@ -79,6 +79,25 @@ def test_smoke_run_writes_every_figure_from_its_own_measurements(
     assert idle["storage_bytes_per_suspended"] > 0
     assert set(idle["rss_after_bytes"]) == set(idle["rss_before_bytes"])
 
+    # Figure 7: store commands per execution, counted by the services themselves, and the
+    # store's CPU when it runs on this machine.
+    counted = one["store_commands_per_execution"]
+    assert counted["total"] > 0
+    assert {"gateway", "orchestrator", "sandbox", "checkpointer"} <= set(counted["by_service"])
+    assert _real(dist["sweeps"]["per_second"]) and dist["sweeps"]["seconds"] > 0
+    if summary["store"]["processes"]:
+        assert _real(one["store_cpu_ms_per_execution"]) and one["store_cpu_ms_per_execution"] > 0
+    # Figure 8: the same run before and after the history was stored in bulk.
+    history = summary["figures"]["history"]
+    settings = summary["mode_settings"]
+    assert history["prefill"]["executions"] == settings["history_prefill"]
+    assert sum(history["prefill"]["inserted"].values()) >= settings["history_prefill"]
+    for phase in ("empty", "history"):
+        assert history[phase]["completed"] == settings["history_count"], history[phase]
+        assert history[phase]["store_commands"]["total"] > 0
+        assert history[phase]["decision_to_next_step"]["count"] > 0
+    assert history["history"]["stored_executions"] > settings["history_prefill"]
+
     # Each summary figure is backed by raw executions with their times.
     executions = [e for entry in raw for e in entry["executions"]]
     completed = [e for e in executions if e["status"] == "completed"]
@@ -87,4 +106,5 @@ def test_smoke_run_writes_every_figure_from_its_own_measurements(
 
     page = docs.read_text()
     assert "## Targets" in page and "## 6." not in page  # smoke mode does not profile
+    assert "## 7. The store" in page and "## 8. History growth" in page
     assert f"{one['per_second']:,.2f}" in page

@@ -91,15 +91,13 @@ class Cluster:
             path = self.workdir / f"{service}-{index}.log"
             self._log_starts[(service, index)] = path.stat().st_size if path.exists() else 0
             log = path.open("ab")
-            # As in Kubernetes, every consumer serves its health endpoints on a port of its own
-            # and is a static group member under a name its restarts keep (its pod's name).
-            own: dict[str, str] = {}
+            # As in Kubernetes, every process serves its health endpoints and /metrics on a port
+            # of its own (the gateway too: its /metrics is kept off the public port), and every
+            # consumer is a static group member under a name its restarts keep (its pod's name).
+            self.health_ports[(service, index)] = free_port()
+            own = {"INTERLOCK_HEALTH_PORT": str(self.health_ports[(service, index)])}
             if service != "gateway":
-                self.health_ports[(service, index)] = free_port()
-                own = {
-                    "INTERLOCK_HEALTH_PORT": str(self.health_ports[(service, index)]),
-                    "INTERLOCK_KAFKA_GROUP_INSTANCE_ID": f"{service}-{index}",
-                }
+                own["INTERLOCK_KAFKA_GROUP_INSTANCE_ID"] = f"{service}-{index}"
             self._slot_env[(service, index)] = {**own, **(env or {})}
             process = subprocess.Popen(
                 [sys.executable, "-m", "interlock.cli", "service", service],
