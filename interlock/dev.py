@@ -22,7 +22,6 @@ import uvicorn
 from faststream.kafka import KafkaBroker
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-from pymongo import MongoClient
 
 from interlock.supervisor import try_it_text
 from services.gateway.app import GatewaySettings, create_app
@@ -77,21 +76,24 @@ async def embedded(settings: DevSettings) -> AsyncIterator[Wiring]:
 
 @asynccontextmanager
 async def on_infrastructure(settings: DevSettings) -> AsyncIterator[Wiring]:
-    from services.sandbox.mongo_saver import PointReadMongoDBSaver
+    from services.sandbox.mongo_checkpoints import AsyncMongoSaver
 
     await ensure_topics(settings)
-    store = MongoStore.connect(settings.mongodb_uri, settings.mongodb_database)
-    client: MongoClient[Any] = MongoClient(settings.mongodb_uri, tz_aware=True)
+    store = MongoStore.connect(
+        settings.mongodb_uri,
+        settings.mongodb_database,
+        operation_timeout_ms=settings.mongodb_timeout_ms,
+        slow_command_ms=settings.mongodb_slow_command_ms,
+    )
     try:
-        checkpointer = await asyncio.to_thread(
-            PointReadMongoDBSaver, client, db_name=settings.mongodb_database
-        )
         broker = create_broker(settings, "interlock-dev")
         yield Wiring(
-            bus=broker, publisher=KafkaPublisher(broker), store=store, checkpointer=checkpointer
+            bus=broker,
+            publisher=KafkaPublisher(broker),
+            store=store,
+            checkpointer=AsyncMongoSaver(store.database),
         )
     finally:
-        client.close()
         await store.close()
 
 

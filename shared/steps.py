@@ -49,6 +49,7 @@ __all__ = [
     "derived_key",
     "durable_step",
     "explicit_key",
+    "node_position",
     "run_step",
     "run_step_sync",
     "step_run",
@@ -94,11 +95,16 @@ class StepRun:
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
     fence: Fence | None = None
     """Awaited before every cache write; raises if this attempt was superseded."""
+    read_on_miss: bool = False
+    """``cache`` may lack steps that are stored (an earlier attempt of this epoch crashed before
+    its checkpoint): look a step up by its key before running it."""
     # Sync nodes of one superstep run in parallel worker threads, hence the lock.
     _ordinals: dict[tuple[str, str, int, str], int] = field(
         default_factory=dict, init=False, repr=False
     )
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    legacy: dict[str, str] = field(default_factory=dict, init=False, repr=False)
+    """A step's key -> the key it had before keys left LangGraph's task ids out."""
     replayed: list[StepRecord] = field(default_factory=list, init=False, repr=False)
     """The steps this run served from the cache, in order: logged once when the run ends (one
     line per step would cost more than serving the step)."""
@@ -113,18 +119,26 @@ class StepRun:
         store: StepStore,
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
         fence: Fence | None = None,
+        known: dict[str, StepRecord] | None = None,
+        read_on_miss: bool = False,
     ) -> StepRun:
-        """Load the execution's steps (one query) on the running loop."""
+        """A run of the execution's steps on the running loop: ``known`` are the steps its
+        checkpoint lists (nothing read); without it all of them are loaded (one query)."""
         return cls(
             execution_id=execution_id,
             epoch=epoch,
             attempt=attempt,
             store=store,
-            cache=await store.load(execution_id),
+            cache=dict(known) if known is not None else await store.load(execution_id),
             loop=asyncio.get_running_loop(),
             max_result_bytes=max_result_bytes,
             fence=fence,
+            read_on_miss=read_on_miss,
         )
+
+    def remember_legacy(self, key: str, legacy: str) -> None:
+        with self._lock:
+            self.legacy[key] = legacy
 
     def next_ordinal(self, scope: tuple[str, str, int, str]) -> int:
         """How many steps of this scope were called before in this run (0, 1, 2, ...)."""
@@ -179,14 +193,24 @@ def current_idempotency_key() -> str:
 # --- keys (pure) ------------------------------------------------------------------------------
 
 
-def derived_key(
-    execution_id: str, thread_id: str, checkpoint_ns: str, name: str, ordinal: int
-) -> str:
+def derived_key(execution_id: str, thread_id: str, position: str, name: str, ordinal: int) -> str:
     """Readable prefix + a hash of where the step runs. JSON, not a separator, joins the parts:
-    checkpoint namespaces of subgraphs contain ``|`` and names may contain anything."""
-    identity = json.dumps([thread_id, checkpoint_ns, name, ordinal])
+    positions of subgraphs contain ``|`` and names may contain anything."""
+    identity = json.dumps([thread_id, position, name, ordinal])
     digest = hashlib.sha256(identity.encode()).hexdigest()[:KEY_HASH_CHARS]
     return f"{execution_id}:{name}:{digest}"
+
+
+def node_position(checkpoint_ns: str, step: Any, path: Any) -> str:
+    """Where a node runs, the same every time the graph runs from the same checkpoint: its
+    namespace without LangGraph's task ids, its superstep and its task path (which ``Send`` it
+    is). Task ids derive from checkpoint ids, and a run that checkpoints only when it exits
+    makes those afresh when it is run again after a crash; supersteps and paths do not change.
+    Without them (LangGraph did not say), the namespace with its task ids stands in."""
+    if step is None or path is None:
+        return checkpoint_ns
+    nodes = "|".join(part.split(":", 1)[0] for part in checkpoint_ns.split("|"))
+    return json.dumps([nodes, step, path], default=str, separators=(",", ":"))
 
 
 def explicit_key(execution_id: str, key: str) -> str:
@@ -197,9 +221,10 @@ def _key_for(run: StepRun, name: str, key: str | None) -> str:
     if key is not None:
         return explicit_key(run.execution_id, key)
     try:
-        configurable: Mapping[str, Any] = get_config().get("configurable", {})
+        config: Mapping[str, Any] = get_config()
     except RuntimeError:  # not inside a runnable at all
-        configurable = {}
+        config = {}
+    configurable: Mapping[str, Any] = config.get("configurable", {})
     checkpoint_ns = configurable.get("checkpoint_ns")
     if not checkpoint_ns:
         raise NoStepRun(
@@ -207,12 +232,23 @@ def _key_for(run: StepRun, name: str, key: str | None) -> str:
             "call it from a node or give it an explicit key with run_step(..., key=...)"
         )
     thread_id = str(configurable.get("thread_id") or run.execution_id)
-    # A node retried by its RetryPolicy keeps its task id: counting per attempt gives the
+    # A node retried by its RetryPolicy keeps its position: counting per attempt gives the
     # retry the same keys, so steps the failed attempt completed are served from the cache.
     info = getattr(get_runtime(), "execution_info", None)
     node_attempt = int(getattr(info, "node_attempt", 1))
-    ordinal = run.next_ordinal((thread_id, str(checkpoint_ns), node_attempt, name))
-    return derived_key(run.execution_id, thread_id, str(checkpoint_ns), name, ordinal)
+    metadata = config.get("metadata", {})
+    position = node_position(
+        str(checkpoint_ns), metadata.get("langgraph_step"), metadata.get("langgraph_path")
+    )
+    ordinal = run.next_ordinal((thread_id, position, node_attempt, name))
+    step_key = derived_key(run.execution_id, thread_id, position, name, ordinal)
+    if position != checkpoint_ns:
+        # Steps stored before keys left task ids out were keyed by the full namespace: a run
+        # resuming such an execution finds them under that key.
+        legacy_ordinal = run.next_ordinal((thread_id, str(checkpoint_ns), node_attempt, name))
+        legacy = derived_key(run.execution_id, thread_id, str(checkpoint_ns), name, legacy_ordinal)
+        run.remember_legacy(step_key, legacy)
+    return step_key
 
 
 # --- results (pure) ---------------------------------------------------------------------------
@@ -347,6 +383,18 @@ async def _save(run: StepRun, record: StepRecord) -> StepRecord:
     return stored
 
 
+async def _look_up(run: StepRun, key: str) -> None:
+    """Into the cache: the step stored under ``key`` (or its key before task ids were left out)
+    by an attempt whose steps the run was not given. One read by ``_id`` per key not known."""
+    for candidate in (key, run.legacy.get(key)):
+        if candidate is None or candidate in run.cache:
+            return
+        stored = await run.store.get(candidate)
+        if stored is not None:
+            run.cache[stored.key] = stored
+            return
+
+
 async def _on_run_loop(run: StepRun, work: Callable[[], Coroutine[Any, Any, T]]) -> T:
     if _running_loop() is run.loop:
         return await work()
@@ -367,6 +415,8 @@ def _record(run: StepRun, key: str, name: str, result: str) -> StepRecord:
 
 def _hit(run: StepRun, codec: TypeAdapter[Any], key: str) -> tuple[bool, Any]:
     record = run.cache.get(key)
+    if record is None and key in run.legacy:
+        record = run.cache.get(run.legacy[key])
     if record is None:
         metrics.STEP_CACHE.labels("miss").inc()
         return False, None
@@ -407,6 +457,8 @@ async def _run_async(
     step_key = _key_for(run, name, key)
     codec = _codec(fn, name)
     with step_span(name, step_key) as span:
+        if run.read_on_miss:
+            await _on_run_loop(run, lambda: _look_up(run, step_key))
         found, value = _hit(run, codec, step_key)
         span.set_attribute("interlock.step.cached", found)
         if found:
@@ -441,6 +493,8 @@ def _run_sync(
     step_key = _key_for(run, name, key)
     codec = _codec(fn, name)
     with step_span(name, step_key) as span:
+        if run.read_on_miss:
+            asyncio.run_coroutine_threadsafe(_look_up(run, step_key), run.loop).result()
         found, value = _hit(run, codec, step_key)
         span.set_attribute("interlock.step.cached", found)
         if found:

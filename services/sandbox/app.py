@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, Self
 
@@ -10,11 +9,10 @@ import structlog
 from faststream import FastStream
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from pydantic import Field, model_validator
-from pymongo import MongoClient
 
 from services.sandbox.checkpointer import GuardedSaver
 from services.sandbox.handlers import Sandbox
-from services.sandbox.mongo_saver import PointReadMongoDBSaver
+from services.sandbox.mongo_checkpoints import AsyncMongoSaver
 from services.sandbox.runner import AgentRunner, GraphCache
 from shared.agents import load_registry
 from shared.background import background_hooks
@@ -26,7 +24,6 @@ from shared.health import health_hooks
 from shared.logging import announce_started, configure_logging
 from shared.settings import CommonSettings
 from shared.store.mongo import MongoStore
-from shared.store.mongo.watch import CommandWatch
 from shared.store.ports import Store
 from shared.tracing import configure_tracing
 
@@ -148,31 +145,18 @@ def create_app(settings: SandboxSettings | None = None) -> FastStream:
     )
     late = _LateSandbox()
     _subscribe(broker, settings, publisher, late.on_dispatched)
-    sync_client: MongoClient[Any] | None = None
 
     async def start() -> None:
-        nonlocal sync_client
         await store.ping()
         await store.ensure_indexes()
-        # langgraph-checkpoint-mongodb only has a synchronous saver (its async methods run the
-        # sync calls in a thread pool); its constructor creates indexes, so it is built here.
-        sync_client = MongoClient(
-            settings.mongodb_uri,
-            serverSelectionTimeoutMS=5_000,
-            tz_aware=True,
-            event_listeners=[CommandWatch(settings.mongodb_slow_command_ms)],
-        )
-        checkpointer = await asyncio.to_thread(
-            PointReadMongoDBSaver, sync_client, db_name=settings.mongodb_database
-        )
+        # On the store's own client: one pool, the same timeouts and command timing.
+        checkpointer = AsyncMongoSaver(store.database)
         sandbox, graphs = build_sandbox(settings, store, publisher, checkpointer)
         await publish_agent_versions(graphs, store)
         late.sandbox = sandbox
 
     async def stop() -> None:
         await store.close()
-        if sync_client is not None:
-            sync_client.close()
 
     lag = consumer_lag_of(broker, settings)
     start_loops, stop_loops = background_hooks(

@@ -6,7 +6,14 @@ from typing import Any
 
 import structlog
 
-from services.sandbox.runner import AgentRunner, Completed, Failed, Refused, Suspended
+from services.sandbox.runner import (
+    JUST_CHECKED_SECONDS,
+    AgentRunner,
+    Completed,
+    Failed,
+    Refused,
+    Suspended,
+)
 from services.sandbox.suspension import review_view
 from shared import tracing
 from shared.bus import EventPublisher, carried_headers
@@ -48,7 +55,8 @@ class Sandbox:
         if execution is None:
             raise RejectedMessage(f"unknown execution {command.execution_id}")
         if command.epoch != execution.epoch or execution.status.is_terminal:
-            # A re-sent or overtaken command: the orchestrator has moved on, nothing to run.
+            # A re-sent or overtaken command, or one of an execution cancelled meanwhile: the
+            # orchestrator has moved on, nothing to run.
             log.info("dispatch.stale", epoch=command.epoch, current_epoch=execution.epoch)
             return
         common: dict[str, Any] = {
@@ -88,7 +96,7 @@ class Sandbox:
                 run_span.set_attribute("interlock.outcome", type(outcome).__name__)
             fault_point("sandbox.before_report")
             if attempt is not None:
-                await self._runner.ensure_current(attempt)
+                await self._runner.ensure_current(attempt, within=JUST_CHECKED_SECONDS)
         except Fenced as exc:
             # A newer attempt (another replica) owns this run now; it reports, we must not.
             log.warning("dispatch.fenced", reason=str(exc))

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -37,8 +38,11 @@ from pymongo.errors import PyMongoError
 from services.sandbox.checkpointer import current_fence
 from services.sandbox.fingerprint import agent_fingerprint
 from services.sandbox.jsonable import to_jsonable
+from services.sandbox.mongo_checkpoints import head_extra, known_to_be_new
+from services.sandbox.mongo_checkpoints import run_scope as checkpoint_run_scope
 from services.sandbox.progress import STREAM_MODES, ProgressRecorder
 from services.sandbox.reviews import interrupt_reviews, tool_rules
+from services.sandbox.step_index import StepIndex
 from services.sandbox.tools import make_tools_durable
 from shared import metrics
 from shared.agents import AgentRegistry, AgentSpec
@@ -60,6 +64,17 @@ from shared.store.ports import StepStore
 from shared.store.progress import ProgressLog
 
 Graph = Pregel[Any, Any, Any, Any]
+
+
+STEP_FENCE_SECONDS = 1.0
+"""Before storing a step, a check that the attempt is current made this recently stands. A
+superseded attempt's step write is harmless (the first write of a key wins for every attempt);
+the check only stops a superseded run early, so a second's delay is fine."""
+JUST_CHECKED_SECONDS = 0.05
+"""Before a checkpoint write or a report, only a check made just now stands: a superseded run
+must not overwrite the thread's checkpoint nor report. LangGraph writes a run's pending writes
+and its checkpoint back to back, and the report follows at once: one check covers the three."""
+MAX_VERIFIED = 10_000
 
 
 @dataclass(frozen=True)
@@ -202,6 +217,8 @@ class AgentRunner:
         self._progress = progress or InMemoryProgressLog()
         self._run_timeout = run_timeout_seconds
         self._max_step_result_bytes = max_step_result_bytes
+        self._verified: dict[Attempt, float] = {}
+        """When each recent attempt was last found current (monotonic seconds)."""
 
     async def run(
         self, dispatch: ExecutionDispatched, custom_headers: Mapping[str, str] | None = None
@@ -209,6 +226,19 @@ class AgentRunner:
         """Run what the dispatch asks for, the caller's custom headers (opened) in the agent's
         run config. Returns the outcome and the attempt that produced it (None when nothing had
         to run). Raises ``Fenced`` when a newer attempt took over."""
+        # The run reads its thread's checkpoint from the database once; the reads after (the
+        # graph's own, the outcome's) are answered from what it read and wrote. Its checkpoint
+        # keeps the execution's steps, so the next run reads them with it (no query by fields).
+        index = StepIndex()
+        with checkpoint_run_scope(extra=index.kept):
+            return await self._run(dispatch, custom_headers, index)
+
+    async def _run(
+        self,
+        dispatch: ExecutionDispatched,
+        custom_headers: Mapping[str, str] | None,
+        index: StepIndex,
+    ) -> tuple[RunOutcome, Attempt | None]:
         try:
             agent = self._graphs.get(dispatch.agent)
         except AgentNotLoadable as exc:
@@ -222,6 +252,13 @@ class AgentRunner:
             },
             "callbacks": [GraphSpans(otel_context.get_current())],
         }
+        number = None
+        if dispatch.kind is DispatchKind.START and dispatch.epoch == 1:
+            # The first attempt of an execution's first run is the only writer its thread has
+            # had: there is no checkpoint to read.
+            number = await self._begin(dispatch)
+            if number == 1:
+                known_to_be_new(dispatch.execution_id)
         snapshot = await agent.graph.aget_state(config)
         payload = self._next_input(dispatch, snapshot, agent)
         if isinstance(payload, Suspended | Completed | Failed | Refused):
@@ -229,20 +266,29 @@ class AgentRunner:
         attempt = Attempt(
             dispatch.execution_id,
             dispatch.epoch,
-            await self._attempts.begin(dispatch.execution_id, dispatch.epoch),
+            number if number is not None else await self._begin(dispatch),
         )
 
-        async def fence() -> None:
-            await self.ensure_current(attempt)
+        async def step_fence() -> None:
+            await self.ensure_current(attempt, within=STEP_FENCE_SECONDS)
 
+        async def checkpoint_fence() -> None:
+            await self.ensure_current(attempt, within=JUST_CHECKED_SECONDS)
+
+        known = StepIndex.read(head_extra(dispatch.execution_id))
         steps = await StepRun.open(
             execution_id=dispatch.execution_id,
             epoch=dispatch.epoch,
             attempt=attempt.number,
             store=self._steps,
             max_result_bytes=self._max_step_result_bytes,
-            fence=fence,
+            fence=step_fence,
+            known=known,
+            # An earlier attempt of this epoch may have stored steps and died before its
+            # checkpoint: look up what the index does not list.
+            read_on_miss=known is not None and attempt.number > 1,
         )
+        index.run = steps
         progress = ProgressRecorder(
             self._progress,
             project_id=dispatch.project_id,
@@ -256,12 +302,15 @@ class AgentRunner:
             # hosts, so a small skew shows; it is never negative here).
             waited = (datetime.now(UTC) - resume.decided_at).total_seconds()
             metrics.DECISION_TO_RESUME_SECONDS.observe(max(0.0, waited))
-        token = current_fence.set(fence)
+        token = current_fence.set(checkpoint_fence)
         try:
             with step_run(steps):
                 async with asyncio.timeout(self._run_timeout):
+                    # Checkpointed when the run exits (suspends, completes or fails), not after
+                    # every step: a crashed run starts again from its last checkpoint, and the
+                    # step cache serves what its durable steps had done (docs/durable-steps.md).
                     stream = agent.graph.astream(
-                        payload, config, durability="sync", stream_mode=STREAM_MODES
+                        payload, config, durability="exit", stream_mode=STREAM_MODES
                     )
                     async for mode, chunk in stream:
                         await progress.observe(mode, chunk)
@@ -279,12 +328,29 @@ class AgentRunner:
             current_fence.reset(token)
         return _outcome_of(await agent.graph.aget_state(config), agent), attempt
 
-    async def ensure_current(self, attempt: Attempt) -> None:
+    async def _begin(self, dispatch: ExecutionDispatched) -> int:
+        number = await self._attempts.begin(dispatch.execution_id, dispatch.epoch)
+        # Just numbered, so current now: its first steps need not check again.
+        self._verified[Attempt(dispatch.execution_id, dispatch.epoch, number)] = time.monotonic()
+        return number
+
+    async def ensure_current(self, attempt: Attempt, *, within: float = 0.0) -> None:
+        """Raise ``Fenced`` when a newer attempt took the run over (a rebalance gave its dispatch
+        to another replica, which began a newer attempt). A check of this attempt made less than
+        ``within`` seconds ago stands (see ``STEP_FENCE_SECONDS``, ``JUST_CHECKED_SECONDS``);
+        no check closes the window between itself and the write it guards anyway."""
+        now = time.monotonic()
+        last = self._verified.get(attempt)
+        if last is not None and now - last < within:
+            return
         if await self._attempts.is_superseded(attempt.execution_id, attempt.epoch, attempt.number):
             raise Fenced(
                 f"attempt {attempt.number} at epoch {attempt.epoch} of {attempt.execution_id}"
                 " was superseded by a newer attempt"
             )
+        self._verified[attempt] = now
+        if len(self._verified) > MAX_VERIFIED:
+            self._verified.pop(next(iter(self._verified)))
 
     @staticmethod
     def _next_input(

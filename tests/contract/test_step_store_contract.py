@@ -78,3 +78,9 @@ async def test_results_round_trip_exactly(store: Store) -> None:
     loaded = (await store.steps.load("exec-u"))[stored.key]
     assert loaded.result == text
     assert json.loads(loaded.result) == value
+
+
+async def test_get_reads_one_step_by_its_key(store: Store) -> None:
+    stored = await store.steps.put(record("exec-1:send:k1", "exec-1"))
+    assert await store.steps.get("exec-1:send:k1") == stored
+    assert await store.steps.get("exec-1:send:missing") is None

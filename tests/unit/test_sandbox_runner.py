@@ -261,11 +261,12 @@ class CrashingSaver(InMemorySaver):
 async def test_a_run_killed_between_a_nodes_writes_and_its_checkpoint_continues(
     tmp_path: Path,
 ) -> None:
-    # The latest checkpoint then has the node's writes pending: LangGraph's state shows the
-    # node's output and no next node, which once read as "the graph finished" and completed
-    # the execution without ever suspending.
+    # A run checkpoints when it exits (durability "exit"): LangGraph stores the suspension's
+    # pending writes, then the checkpoint. Killed in between, the writes are stored and no
+    # checkpoint is: the next attempt must start over (its durable steps served from the cache)
+    # and suspend, not read the stray writes as a finished graph and complete the execution.
     store = InMemoryStore()
-    saver = CrashingSaver(crash_at_put=3)  # input, before lookup_claim, after it: crash there
+    saver = CrashingSaver(crash_at_put=1)  # the run's one checkpoint write: crash there
     runner = runner_for(tmp_path, "", store, saver)
     with pytest.raises(AutoReconnect):
         await runner.run(start())

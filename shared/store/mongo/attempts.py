@@ -28,11 +28,12 @@ class MongoAttemptLedger:
         )
 
     async def begin(self, execution_id: str, epoch: int) -> int:
-        # Attempts are numbered from 1 under their ``_id``: the next free number is found by
-        # point reads (FerretDB would scan the collection for a query by fields).
+        # Attempts are numbered from 1 under their ``_id``. Almost every epoch has one attempt,
+        # so the insert of number 1 comes first; only when it is taken is the next free number
+        # found, by point reads (FerretDB would scan the collection for a query by fields).
         attempt = 1
-        for _ in range(MAX_BEGIN_RACES):
-            while await self._collection.find_one(
+        for race in range(MAX_BEGIN_RACES):
+            while race > 0 and await self._collection.find_one(
                 {"_id": _attempt_id(execution_id, epoch, attempt)}, {"_id": 1}
             ):
                 attempt += 1

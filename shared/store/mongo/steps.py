@@ -30,6 +30,10 @@ class MongoStepStore:
         found = self._collection.find({"execution_id": execution_id})
         return {str(d["_id"]): _step_from_document(d) async for d in found}
 
+    async def get(self, key: str) -> StepRecord | None:
+        found = await self._collection.find_one({"_id": key})
+        return None if found is None else _step_from_document(found)
+
     async def put(self, record: StepRecord) -> StepRecord:
         try:
             await self._collection.insert_one(_step_document(record))

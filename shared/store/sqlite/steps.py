@@ -39,6 +39,10 @@ class SqliteStepStore:
         )
         return {row["key"]: StepRecord.model_validate_json(row["body"]) for row in rows}
 
+    async def get(self, key: str) -> StepRecord | None:
+        row = await self._db.fetch_one("SELECT body FROM steps WHERE key = ?", (key,))
+        return None if row is None else StepRecord.model_validate_json(row["body"])
+
     async def put(self, record: StepRecord) -> StepRecord:
         inserted = await self._db.execute(
             "INSERT INTO steps (key, execution_id, body) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",

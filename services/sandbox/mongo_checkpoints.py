@@ -1,0 +1,388 @@
+"""LangGraph checkpoints on MongoDB, async-native, in as few commands as a run allows.
+
+A run segment of Interlock's sandbox reads its thread once and writes once: the runner asks
+LangGraph to persist only when the run exits (``durability="exit"``: it suspends, completes or
+fails; the step cache, not the checkpoint, keeps a crashed run's side effects from repeating),
+and within a run (``run_scope``) this saver answers reads of the thread from what it last read or
+wrote instead of the database. Every command is by ``_id`` (FerretDB scans a collection for any
+other filter):
+
+- ``checkpoints``: one document per checkpoint, LangGraph's fields, ``_id`` from (thread,
+  namespace, id): history, ``alist`` and reads of a given checkpoint;
+- ``checkpoint_heads``: per (thread, namespace) a copy of its newest checkpoint: the latest is
+  one read. Written after the checkpoint, so a reader that finds the head finds the document;
+  it also keeps what the run asks to keep with it (``run_scope``'s ``extra``: the sandbox's step
+  index, services/sandbox/step_index.py);
+- ``checkpoint_write_sets``: per ``put_writes`` call, one insert-only document holding its
+  writes, numbered 0, 1, 2... per checkpoint. LangGraph writes a checkpoint's writes from
+  concurrent calls and FerretDB makes only an insert under a new ``_id`` atomic, so a call never
+  updates another's document. Write sets of the point-read saver before this one list the
+  ``_id`` of documents in ``checkpoint_writes`` instead (``keys``): they are still read, and so
+  are its heads (the newest id only), so executions suspended before the upgrade resume.
+
+Writes merge as LangGraph's savers merge them: a write of a special channel (errors, interrupts,
+resumes) replaces an earlier one of the same task and index, any other write keeps its first
+value.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import json
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+    get_checkpoint_metadata,
+)
+from langgraph.checkpoint.mongodb.utils import dumps_metadata, loads_metadata
+from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import DuplicateKeyError
+
+CHECKPOINTS = "checkpoints"
+HEADS = "checkpoint_heads"
+WRITE_SETS = "checkpoint_write_sets"
+LEGACY_WRITES = "checkpoint_writes"
+MAX_WRITE_SETS = 10_000
+
+Document = dict[str, Any]
+
+
+def key_of(*parts: str | int) -> str:
+    """An ``_id`` from identifying fields: JSON, so no two tuples of fields share one."""
+    return json.dumps(parts, separators=(",", ":"))
+
+
+def _identifier(value: Any, name: str) -> str:
+    # Identifiers go into query documents: anything but a string could be an operator.
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a string, got {type(value).__name__}")
+    return value
+
+
+def _thread_of(config: RunnableConfig) -> tuple[str, str]:
+    configurable = config["configurable"]
+    return (
+        _identifier(configurable["thread_id"], "thread_id"),
+        _identifier(configurable.get("checkpoint_ns", ""), "checkpoint_ns"),
+    )
+
+
+@dataclass
+class _Known:
+    """A checkpoint as this run last read or wrote it (serialized, so LangGraph's later changes
+    to its own objects never leak into what is read back)."""
+
+    document: Document
+    writes: list[Document] = field(default_factory=list)
+    next_write_set: int = 0
+
+
+@dataclass
+class _Run:
+    """What one run knows of its threads: the newest checkpoint of each, and writes made to a
+    checkpoint before its own put (LangGraph stores a run's last writes and checkpoint at exit,
+    in either order, even concurrently)."""
+
+    newest: dict[tuple[str, str], _Known] = field(default_factory=dict)
+    early: dict[tuple[str, str, str], _Known] = field(default_factory=dict)
+    heads: dict[tuple[str, str], Document | None] = field(default_factory=dict)
+    """Heads this run read from the database (None: the thread had none)."""
+    extra: Callable[[], dict[str, Any]] | None = None
+    """What the run keeps with its thread's head (the sandbox's step index)."""
+
+
+_run: contextvars.ContextVar[_Run | None] = contextvars.ContextVar(
+    "interlock_checkpoint_run", default=None
+)
+
+
+@contextlib.contextmanager
+def run_scope(extra: Callable[[], dict[str, Any]] | None = None) -> Iterator[None]:
+    """Within: the one run that owns its threads (the sandbox fences every other) reads each
+    thread from the database at most once; its own writes are read back from memory. ``extra``
+    is called at each checkpoint the run writes, and what it returns is kept with the thread's
+    head (``head_extra`` reads it back in the next run)."""
+    token = _run.set(_Run(extra=extra))
+    try:
+        yield
+    finally:
+        _run.reset(token)
+
+
+def known_to_be_new(thread_id: str, checkpoint_ns: str = "") -> None:
+    """Tell the run that the thread has no checkpoint yet (its first attempt of its first run):
+    the run's reads of it then cost nothing."""
+    run = _run.get()
+    if run is not None:
+        run.heads.setdefault((thread_id, checkpoint_ns), None)
+
+
+def head_extra(thread_id: str, checkpoint_ns: str = "") -> dict[str, Any] | None:
+    """What the run that wrote the thread's newest checkpoint kept with it (``run_scope``'s
+    ``extra``), as this run read it: ``{}`` when the thread has no checkpoint at all, None when
+    this saver did not read the thread in this run or its head keeps nothing (written before,
+    or by another saver)."""
+    run = _run.get()
+    if run is None or (thread_id, checkpoint_ns) not in run.heads:
+        return None
+    head = run.heads[(thread_id, checkpoint_ns)]
+    if head is None:
+        return {}
+    kept = head.get("interlock")
+    return dict(kept) if isinstance(kept, dict) else None
+
+
+class AsyncMongoSaver(BaseCheckpointSaver[int]):
+    def __init__(self, database: AsyncDatabase[Document]) -> None:
+        super().__init__()
+        self._checkpoints = database[CHECKPOINTS]
+        self._heads = database[HEADS]
+        self._write_sets = database[WRITE_SETS]
+        self._legacy_writes = database[LEGACY_WRITES]
+
+    # --- writes ------------------------------------------------------------------------------
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        thread_id, checkpoint_ns = _thread_of(config)
+        checkpoint_id = _identifier(checkpoint["id"], "checkpoint id")
+        parent = config["configurable"].get("checkpoint_id")
+        type_, serialized = self.serde.dumps_typed(checkpoint)
+        document: Document = {
+            "thread_id": thread_id,
+            "checkpoint_ns": checkpoint_ns,
+            "checkpoint_id": checkpoint_id,
+            "parent_checkpoint_id": None if parent is None else _identifier(parent, "parent"),
+            "type": type_,
+            "checkpoint": serialized,
+            "metadata": dumps_metadata(self.serde, get_checkpoint_metadata(config, metadata)),
+        }
+        await self._checkpoints.replace_one(
+            {"_id": key_of(thread_id, checkpoint_ns, checkpoint_id)}, document, upsert=True
+        )
+        # After the checkpoint: a reader that finds the head finds the checkpoint too.
+        run = _run.get()
+        head = document
+        if run is not None and run.extra is not None:
+            head = {**document, "interlock": run.extra()}
+        await self._heads.replace_one({"_id": key_of(thread_id, checkpoint_ns)}, head, upsert=True)
+        if run is not None:
+            # The same object the checkpoint's writes went to: LangGraph may store them
+            # concurrently with the checkpoint, and a write finishing after this must land here.
+            known = run.early.pop((thread_id, checkpoint_ns, checkpoint_id), None) or _Known({})
+            known.document = document
+            run.newest[(thread_id, checkpoint_ns)] = known
+        return {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": checkpoint_ns,
+                "checkpoint_id": checkpoint_id,
+            }
+        }
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        if not writes:
+            return
+        thread_id, checkpoint_ns = _thread_of(config)
+        checkpoint_id = _identifier(config["configurable"]["checkpoint_id"], "checkpoint_id")
+        _identifier(task_id, "task_id")
+        _identifier(task_path, "task_path")
+        stored = []
+        for position, (channel, value) in enumerate(writes):
+            type_, serialized = self.serde.dumps_typed(value)
+            stored.append(
+                {
+                    "task_id": task_id,
+                    "task_path": task_path,
+                    "idx": WRITES_IDX_MAP.get(channel, position),
+                    "channel": channel,
+                    "type": type_,
+                    "value": serialized,
+                }
+            )
+        replaces = all(channel in WRITES_IDX_MAP for channel, _ in writes)
+        current = self._known_writes(thread_id, checkpoint_ns, checkpoint_id)
+        first = current.next_write_set if current is not None else 0
+        for number in range(first, MAX_WRITE_SETS):
+            if current is not None:
+                # Taken before the insert's await: a concurrent call of this run takes the next.
+                current.next_write_set = number + 1
+            try:
+                await self._write_sets.insert_one(
+                    {
+                        "_id": key_of(thread_id, checkpoint_ns, checkpoint_id, number),
+                        "thread_id": thread_id,
+                        "replaces": replaces,
+                        "writes": stored,
+                    }
+                )
+                break
+            except DuplicateKeyError:
+                continue  # that number is taken (an earlier call, or a concurrent one): next
+        else:
+            raise RuntimeError(
+                f"over {MAX_WRITE_SETS} write sets on checkpoint {checkpoint_id} of {thread_id}"
+            )
+        if current is not None:
+            current.writes = _merged(current.writes, stored, replaces=replaces)
+
+    @staticmethod
+    def _known_writes(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> _Known | None:
+        """What this run holds of a checkpoint's writes: the newest checkpoint's, or those of
+        one not put yet (kept for its put). None outside a run, or for an older checkpoint."""
+        run = _run.get()
+        if run is None:
+            return None
+        newest = run.newest.get((thread_id, checkpoint_ns))
+        if newest is not None and newest.document.get("checkpoint_id") == checkpoint_id:
+            return newest
+        if newest is not None and str(newest.document.get("checkpoint_id")) > checkpoint_id:
+            return None  # an older checkpoint's writes: read from the database when asked
+        return run.early.setdefault((thread_id, checkpoint_ns, checkpoint_id), _Known({}))
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        thread = {"thread_id": _identifier(thread_id, "thread_id")}
+        for collection in (self._checkpoints, self._heads, self._write_sets, self._legacy_writes):
+            await collection.delete_many(thread)
+        run = _run.get()
+        if run is not None:
+            run.newest = {k: v for k, v in run.newest.items() if k[0] != thread_id}
+            run.early = {k: v for k, v in run.early.items() if k[0] != thread_id}
+            run.heads = {k: v for k, v in run.heads.items() if k[0] != thread_id}
+
+    # --- reads -------------------------------------------------------------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        thread_id, checkpoint_ns = _thread_of(config)
+        wanted = get_checkpoint_id(config)
+        run = _run.get()
+        current = None if run is None else run.newest.get((thread_id, checkpoint_ns))
+        if current is not None and wanted in (None, current.document["checkpoint_id"]):
+            return self._tuple(current.document, current.writes)
+        found_none = run is not None and run.heads.get((thread_id, checkpoint_ns), 1) is None
+        if found_none and wanted is None:
+            return None  # the run found no head, and has put no checkpoint since
+        if wanted is None:
+            document = await self._heads.find_one({"_id": key_of(thread_id, checkpoint_ns)})
+            if run is not None:
+                run.heads[(thread_id, checkpoint_ns)] = document
+            if document is not None and "checkpoint" not in document:
+                # A head of the point-read saver: the newest id only.
+                document = await self._checkpoints.find_one(
+                    {"_id": key_of(thread_id, checkpoint_ns, str(document["checkpoint_id"]))}
+                )
+        else:
+            document = await self._checkpoints.find_one(
+                {"_id": key_of(thread_id, checkpoint_ns, _identifier(wanted, "checkpoint_id"))}
+            )
+        if document is None:
+            return None
+        document.pop("_id", None)
+        writes, next_set = await self._writes_of(document)
+        if run is not None and wanted is None:
+            run.newest[(thread_id, checkpoint_ns)] = _Known(document, writes, next_set)
+        return self._tuple(document, writes)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        # Not on a run's path (history, tools): a query by fields is fine here.
+        query: Document = {}
+        if config is not None:
+            configurable = config["configurable"]
+            query["thread_id"] = _identifier(configurable["thread_id"], "thread_id")
+            if "checkpoint_ns" in configurable:
+                query["checkpoint_ns"] = _identifier(configurable["checkpoint_ns"], "ns")
+            if get_checkpoint_id(config) is not None:
+                query["checkpoint_id"] = _identifier(get_checkpoint_id(config), "checkpoint_id")
+        before_id = get_checkpoint_id(before) if before is not None else None
+        documents = [d async for d in self._checkpoints.find(query)]
+        documents.sort(key=lambda d: str(d["checkpoint_id"]), reverse=True)
+        emitted = 0
+        for document in documents:
+            if before_id is not None and str(document["checkpoint_id"]) >= before_id:
+                continue
+            metadata = loads_metadata(self.serde, document["metadata"])
+            if filter and any(metadata.get(k) != v for k, v in filter.items()):
+                continue
+            if limit is not None and emitted >= limit:
+                return
+            document.pop("_id", None)
+            writes, _ = await self._writes_of(document)
+            emitted += 1
+            yield self._tuple(document, writes)
+
+    async def _writes_of(self, document: Document) -> tuple[list[Document], int]:
+        """A checkpoint's pending writes, merged in call order, and the next free set number."""
+        merged: list[Document] = []
+        ids = (document["thread_id"], document["checkpoint_ns"], document["checkpoint_id"])
+        for number in range(MAX_WRITE_SETS):
+            found = await self._write_sets.find_one({"_id": key_of(*ids, number)})
+            if found is None:
+                return merged, number
+            if "writes" in found:
+                merged = _merged(merged, found["writes"], replaces=bool(found.get("replaces")))
+            else:  # a set of the point-read saver: the ids of its documents
+                for key in found["keys"]:
+                    legacy = await self._legacy_writes.find_one({"_id": key})
+                    if legacy is not None:
+                        merged = _merged(merged, [legacy], replaces=True)
+        return merged, MAX_WRITE_SETS
+
+    def _tuple(self, document: Document, writes: list[Document]) -> CheckpointTuple:
+        thread = {"thread_id": document["thread_id"], "checkpoint_ns": document["checkpoint_ns"]}
+        parent = document.get("parent_checkpoint_id")
+        return CheckpointTuple(
+            {"configurable": {**thread, "checkpoint_id": document["checkpoint_id"]}},
+            self.serde.loads_typed((document["type"], document["checkpoint"])),
+            loads_metadata(self.serde, document["metadata"]),
+            {"configurable": {**thread, "checkpoint_id": parent}} if parent else None,
+            [
+                (w["task_id"], w["channel"], self.serde.loads_typed((w["type"], w["value"])))
+                # Ordered as LangGraph's Postgres saver orders them: concurrent calls leave no
+                # order of their own.
+                for w in sorted(writes, key=lambda w: (w["task_path"], w["task_id"], w["idx"]))
+            ],
+        )
+
+    # LangGraph runs Interlock's graphs asynchronously; the blocking API is not offered.
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        raise NotImplementedError("AsyncMongoSaver is async only: use aget_tuple")
+
+
+def _merged(earlier: list[Document], writes: list[Document], *, replaces: bool) -> list[Document]:
+    """``earlier`` with ``writes`` added: a write of a (task, index) already there replaces it
+    only when its call wrote special channels alone, as LangGraph's savers do."""
+    merged = {(w["task_id"], w["idx"]): w for w in earlier}
+    for write in writes:
+        key = (write["task_id"], write["idx"])
+        if replaces or key not in merged:
+            merged[key] = {k: v for k, v in write.items() if k != "_id"}
+    return list(merged.values())

@@ -1,0 +1,193 @@
+"""The sandbox's async MongoDB checkpointer (services/sandbox/mongo_checkpoints.py) on a real
+MongoDB-compatible server: LangGraph's own conformance suite for savers (outside a run and
+inside one), a real graph suspended on one replica and resumed on another, a thread the
+point-read saver before it began, and what a run costs in commands."""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from langgraph.checkpoint.base.id import uuid6
+from langgraph.checkpoint.conformance import checkpointer_test, validate
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, interrupt
+from pymongo import AsyncMongoClient, MongoClient, monitoring
+
+from services.sandbox.mongo_checkpoints import AsyncMongoSaver, run_scope
+from tests.conftest import unique_name
+from tests.contract.legacy_point_read_saver import PointReadMongoDBSaver
+
+pytestmark = pytest.mark.integration
+
+
+class State(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+
+
+def first(state: State) -> State:
+    return {"log": ["first"]}
+
+
+def review(state: State) -> State:
+    return {"log": [f"review:{interrupt({'question': 'go on?'})}"]}
+
+
+def last(state: State) -> State:
+    return {"log": ["last"]}
+
+
+def graph_on(saver: Any) -> Any:
+    builder = StateGraph(State)
+    builder.add_node("first", first)
+    builder.add_node("review", review)
+    builder.add_node("last", last)
+    builder.add_edge(START, "first")
+    builder.add_edge("first", "review")
+    builder.add_edge("review", "last")
+    builder.add_edge("last", END)
+    return builder.compile(checkpointer=saver)
+
+
+class Commands(monitoring.CommandListener):
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, Any]] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if event.command_name in {"find", "insert", "update", "delete", "aggregate"}:
+            self.seen.append((event.command_name, event.command.get(event.command_name)))
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+@pytest.fixture
+async def database(mongodb_uri: str) -> AsyncIterator[tuple[Any, Commands, str]]:
+    commands = Commands()
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
+        mongodb_uri, tz_aware=True, event_listeners=[commands]
+    )
+    name = unique_name("checkpoints")
+    try:
+        yield client[name], commands, name
+    finally:
+        await client.drop_database(name)
+        await client.close()
+
+
+async def test_it_passes_langgraphs_conformance_suite(database: tuple[Any, Commands, str]) -> None:
+    db, _, _ = database
+
+    @checkpointer_test(name="AsyncMongoSaver")
+    async def saver() -> AsyncIterator[AsyncMongoSaver]:
+        yield AsyncMongoSaver(db)
+
+    report = await validate(saver)
+    report.print_report()
+    assert report.passed_all_base()
+
+
+async def test_it_passes_the_suite_inside_a_run_scope_too(
+    database: tuple[Any, Commands, str],
+) -> None:
+    """Within a run the saver answers from memory what it read or wrote: the same answers."""
+    db, _, _ = database
+
+    @checkpointer_test(name="AsyncMongoSaver in a run")
+    async def saver() -> AsyncIterator[AsyncMongoSaver]:
+        with run_scope():
+            yield AsyncMongoSaver(db)
+
+    report = await validate(saver)
+    report.print_report()
+    assert report.passed_all_base()
+
+
+async def test_a_run_suspended_on_one_replica_resumes_on_another(
+    database: tuple[Any, Commands, str],
+) -> None:
+    db, commands, _ = database
+    config = {"configurable": {"thread_id": "exec-1"}}
+    with run_scope():
+        graph = graph_on(AsyncMongoSaver(db))
+        started = await graph.ainvoke({"log": []}, config, durability="exit")
+        assert "__interrupt__" in started
+        suspended = await graph.aget_state(config)
+    first_segment = list(commands.seen)
+    assert suspended.next == ("review",) and len(suspended.interrupts) == 1
+    # One read of the head (none yet), then the run's own writes: the checkpoint, its head and
+    # one set of pending writes.
+    assert [c for c, _ in first_segment if c == "find"] == ["find"]
+    assert len(first_segment) <= 5, first_segment
+
+    commands.seen.clear()
+    with run_scope():
+        other = graph_on(AsyncMongoSaver(db))  # another sandbox replica: nothing in memory
+        before = await other.aget_state(config)
+        assert [i.id for i in before.interrupts] == [i.id for i in suspended.interrupts]
+        done = await other.ainvoke(Command(resume="yes"), config, durability="exit")
+        after = await other.aget_state(config)
+    assert done["log"] == ["first", "review:yes", "last"]
+    assert after.next == () and after.values["log"] == done["log"]
+    reads = [c for c, _ in commands.seen if c == "find"]
+    assert len(reads) <= 3, commands.seen  # the head and the write sets, once for the run
+    assert len(commands.seen) <= 6, commands.seen
+
+
+async def test_writes_stored_concurrently_with_their_checkpoint_are_read_back(
+    database: tuple[Any, Commands, str],
+) -> None:
+    """LangGraph may store a run's last writes while its checkpoint is being stored: a write
+    that finishes after the checkpoint's put must still be what the run reads back."""
+    db, _, _ = database
+    saver = AsyncMongoSaver(db)
+    config = {"configurable": {"thread_id": "exec-c", "checkpoint_ns": ""}}
+    with run_scope():
+        graph = graph_on(saver)
+        await graph.ainvoke({"log": []}, config, durability="exit")
+        stored = await saver.aget_tuple(config)
+        assert stored is not None
+        checkpoint, metadata = stored.checkpoint, stored.metadata
+        racing = {**checkpoint, "id": str(uuid6(clock_seq=1))}  # newer, as LangGraph makes them
+        at = {"configurable": {**config["configurable"], "checkpoint_id": racing["id"]}}
+        await asyncio.gather(
+            saver.aput(config, racing, metadata, {}),
+            saver.aput_writes(at, [("__interrupt__", "late")], "task-late"),
+        )
+        in_memory = await saver.aget_tuple(config)
+    with run_scope():
+        from_database = await saver.aget_tuple(config)
+    assert in_memory is not None and from_database is not None
+    assert in_memory.pending_writes == from_database.pending_writes
+    assert ("task-late", "__interrupt__", "late") in in_memory.pending_writes
+
+
+async def test_a_thread_the_point_read_saver_began_resumes(
+    database: tuple[Any, Commands, str], mongodb_uri: str
+) -> None:
+    """An execution suspended before the upgrade resumes after it."""
+    _, _, name = database
+    config = {"configurable": {"thread_id": "exec-old"}}
+    sync_client: MongoClient[dict[str, Any]] = MongoClient(mongodb_uri, tz_aware=True)
+    try:
+        old = graph_on(PointReadMongoDBSaver(sync_client, db_name=name))
+        await old.ainvoke({"log": []}, config)
+        waiting = await old.aget_state(config)
+    finally:
+        sync_client.close()
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(mongodb_uri, tz_aware=True)
+    try:
+        with run_scope():
+            new = graph_on(AsyncMongoSaver(client[name]))
+            now = await new.aget_state(config)
+            assert [i.id for i in now.interrupts] == [i.id for i in waiting.interrupts]
+            done = await new.ainvoke(Command(resume="later"), config, durability="exit")
+    finally:
+        await client.close()
+    assert done["log"] == ["first", "review:later", "last"]
