@@ -1,6 +1,7 @@
 """Issue 17, finding 6, as the attack: after a run with a caller's custom header, a byte search
 of the broker's log directory and of the store's data finds no header value, while the agent
-received it. Four service processes, the local Kafka broker and FerretDB of ``infra/infra.sh``.
+received it. Four service processes, the local Kafka broker and FerretDB of ``infra/infra.sh``
+(its SQLite files, or the PostgreSQL server behind it), and every stored document as read back.
 
 The directories are found from the running servers themselves (``.infra/*.pid`` and their
 command lines), and only when they serve the addresses the tests were given: a broker or a
@@ -10,11 +11,14 @@ is skipped saying so.
 
 from __future__ import annotations
 
+import json
 import secrets
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from pymongo import AsyncMongoClient
 
 from tests.e2e.cluster import REPO, SERVICES, Cluster
 from tests.e2e.conftest import Api, ledger_entries
@@ -53,17 +57,23 @@ def local_kafka_log_dirs(bootstrap: str) -> list[Path]:
 
 
 def local_ferretdb_data_dir(uri: str) -> Path:
-    """The SQLite directory of the FerretDB ``infra/infra.sh`` runs, if it serves ``uri``."""
+    """Where the FerretDB ``infra/infra.sh`` runs keeps its data, if it serves ``uri``: its
+    SQLite directory, or the data directory of the PostgreSQL server behind it."""
     where = urlsplit(uri)
     args = command_line(INFRA / "ferretdb.pid") or []
     flags = dict(a.removeprefix("--").split("=", 1) for a in args[1:] if "=" in a)
     listen = flags.get("listen-addr", "")
-    sqlite = flags.get("sqlite-url", "")
     if where.hostname not in LOOPBACK or not listen.endswith(f":{where.port}"):
         pytest.skip(f"MongoDB at {uri} is not the local FerretDB of infra/infra.sh")
-    if not sqlite.startswith("file:"):
-        pytest.skip("the local FerretDB does not keep its data in SQLite files")
-    return Path(sqlite.removeprefix("file:").split("?")[0])
+    sqlite = flags.get("sqlite-url", "")
+    if sqlite.startswith("file:"):
+        return Path(sqlite.removeprefix("file:").split("?")[0])
+    postgres = urlsplit(flags.get("postgresql-url", ""))
+    server = command_line(INFRA / "postgres.pid") or []
+    if "-D" not in server or f"port={postgres.port}" not in server:
+        pytest.skip("the local FerretDB's PostgreSQL is not the server of infra/infra.sh")
+    # Committed rows reach the write-ahead log (pg_wal) at once, the table files later.
+    return Path(server[server.index("-D") + 1])
 
 
 def files_holding(folders: list[Path], needle: str, *, skip: tuple[str, ...] = ()) -> list[Path]:
@@ -74,6 +84,19 @@ def files_holding(folders: list[Path], needle: str, *, skip: tuple[str, ...] = (
             if path.is_file() and not path.name.endswith(skip) and data in path.read_bytes():
                 found.append(path)
     return found
+
+
+async def stored_documents(uri: str, database: str) -> list[str]:
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(uri)
+    try:
+        db = client[database]
+        return [
+            json.dumps(document, default=str)
+            for name in await db.list_collection_names()
+            async for document in db[name].find()
+        ]
+    finally:
+        await client.close()
 
 
 # Kafka's offset and time indexes hold positions only, never record bytes, and are preallocated
@@ -115,8 +138,13 @@ async def test_a_custom_header_value_rests_nowhere_in_plain_text(
     # The searches read the right bytes: the execution's own messages and documents are there.
     assert files_holding(kafka_dirs, execution_id, skip=KAFKA_INDEXES), "no segment holds it"
     assert files_holding([store_dir], execution_id), "no store file holds the execution"
+    # PostgreSQL compresses large values on disk, where a byte search cannot see into them:
+    # every stored document is searched as the server returns it too.
+    documents = await stored_documents(mongodb_uri, cluster.database)
+    assert any(execution_id in d for d in documents), "no document holds the execution"
     for secret in (first, second):
         assert files_holding(kafka_dirs, secret, skip=KAFKA_INDEXES) == []
         assert files_holding([store_dir], secret) == []
+        assert not [d for d in documents if secret in d]
         for service in SERVICES:
             assert secret not in cluster.log_tail(service, lines=100_000), service
