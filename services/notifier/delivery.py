@@ -5,7 +5,9 @@ channel) and returns, so a slow or dead endpoint never holds up a partition, and
 event finds the delivery already stored and notifies no one twice. This loop sends what is due,
 several at a time, each with the channel's timeout; a failure is retried with exponential
 backoff and jitter, and after the last attempt (or a failure that retrying cannot fix) the
-delivery is dead: kept with its reason and listed by the gateway.
+delivery is dead: kept with its reason and listed by the gateway. Each poll reads only the
+deliveries still pending (``NotificationStore.due``), never the history of every delivery made,
+so an idle poll costs one small query however long the notifier has run.
 
 Several notifier replicas may run the loop. Each attempt is claimed first (an insert under a
 unique id), so exactly one replica makes attempt n. A replica that dies after claiming leaves
@@ -131,9 +133,15 @@ class Dispatcher:
         number = delivery.attempts + 1
         if await self._store.claim(delivery.delivery_id, number, self._owner):
             return number
-        # Claimed by another replica. If it has stayed pending at this attempt long after it
-        # came due, that replica died mid-attempt: the attempt is lost, take the next one.
-        current = await self._store.get(delivery.project_id, delivery.delivery_id)
+        # Claimed by another replica. A delivery's next attempt only ever comes due later, so
+        # unless this one came due LOST_CLAIM_AFTER ago, that replica may still be making it:
+        # nothing to read. (Most failed claims are replicas polling the same due delivery.)
+        if self._clock() - delivery.next_attempt_at <= LOST_CLAIM_AFTER:
+            return None
+        # Still listed at this attempt long after it came due: the claimer died mid-attempt
+        # (the attempt is lost: take the next one), or the delivery has finished and a crash
+        # left it listed (``latest`` says so, and stops the listing).
+        current = await self._store.latest(delivery.delivery_id)
         stale = (
             current is not None
             and current.status is DeliveryStatus.PENDING

@@ -47,7 +47,11 @@ class ApprovalStore(Protocol):
         stored and the first is returned."""
         ...
 
-    async def list(self, execution_id: str, generation: int) -> list[Approval]: ...
+    async def list(self, execution_id: str, generation: int) -> list[Approval]:
+        """The generation's approvals, oldest first. Read on every approving decision and every
+        GET of a suspension that needs several, so it reads that generation's approvals only,
+        never every approval ever given (MongoDB: numbered slots read by ``_id``)."""
+        ...
 
 
 def approval_id(approval: Approval) -> str:

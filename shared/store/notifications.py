@@ -6,6 +6,10 @@ it. The claim is an insert under a unique id, the one write that is atomic on ev
 MongoDB-compatible server (FerretDB 1.x runs conditional updates non-atomically), so of several
 notifier replicas exactly one sends each attempt. Only the claimer records the outcome.
 
+The poll runs every second on every replica, so it reads only what is still pending, never the
+history of every delivery ever made (which the API lists): on MongoDB an outbox collection of its
+own, on SQLite an index that starts with the status (see each adapter).
+
 The whole ``Delivery`` is kept as JSON text (agent data may have keys no server accepts), next to
 the fields queries use. Times are copied out as fixed-width UTC ISO strings (microseconds), so
 they compare and sort as text the same way in MongoDB, SQLite and memory, and the JSON body keeps
@@ -32,7 +36,12 @@ class NotificationStore(Protocol):
         ...
 
     async def due(self, now: datetime, *, limit: int = 50) -> list[Delivery]:
-        """Pending deliveries whose next_attempt_at <= now, oldest next_attempt_at first."""
+        """Pending deliveries whose next_attempt_at <= now, oldest next_attempt_at first.
+
+        Reads only deliveries still pending, whatever the history holds. After a crash in the
+        middle of recording an outcome it may list a delivery that has in fact finished (at the
+        attempt it lists as next, or before): that attempt's claim is taken, so it is not sent
+        again, and ``latest`` stops the listing."""
         ...
 
     async def claim(self, delivery_id: str, attempt: int, owner: str) -> bool:
@@ -42,7 +51,15 @@ class NotificationStore(Protocol):
 
     async def record(self, delivery: Delivery) -> None:
         """Store the delivery's new state after an attempt (only the claimer of that attempt
-        calls this, so a plain replace is fine)."""
+        calls this). A retry state recorded once the delivery has finished (by a replica frozen
+        past the lost-claim takeover, whose attempt another replica took over and completed) is
+        dropped: it never makes the delivery due again."""
+        ...
+
+    async def latest(self, delivery_id: str) -> Delivery | None:
+        """The delivery's current state, read by id (None: never enqueued): for telling an attempt
+        lost with its replica from one still being made. A finished delivery that ``due`` still
+        listed (a crash between the writes of its last outcome) is no longer listed after this."""
         ...
 
     async def get(self, project_id: str, delivery_id: str) -> Delivery | None: ...

@@ -49,3 +49,29 @@ async def test_approvals_without_an_identity_count_by_reviewer(store: Store) -> 
     old = approval("key:a1 (alice)", None)
     await store.approvals.record(old)
     assert (await store.approvals.list("exec-1", 1))[0].counted_as == "key:a1 (alice)"
+
+
+async def test_each_generation_lists_its_own_approvals_only(store: Store) -> None:
+    """Other generations, and executions whose id starts with this one's, never mix in."""
+    mine = [approval(f"key:{n}", f"key:{n}") for n in range(5)]
+    for a in mine:
+        await store.approvals.record(a)
+    await store.approvals.record(approval("key:9", "key:9", generation=2))
+    await store.approvals.record(
+        approval("key:8", "key:8").model_copy(update={"execution_id": "exec-10"})
+    )
+    await store.approvals.record(
+        approval("key:7", "key:7").model_copy(update={"execution_id": "exec"})
+    )
+    assert await store.approvals.list("exec-1", 1) == mine
+    assert [a.reviewer for a in await store.approvals.list("exec-1", 2)] == ["key:9"]
+    assert [a.reviewer for a in await store.approvals.list("exec-10", 1)] == ["key:8"]
+    assert await store.approvals.list("exec-1", 3) == []
+
+
+async def test_concurrent_approvals_of_many_identities_are_all_listed(store: Store) -> None:
+    given = [approval(f"key:{n}", f"key:{n}") for n in range(8)]
+    await asyncio.gather(*(store.approvals.record(a) for a in given))
+    assert sorted(a.reviewer for a in await store.approvals.list("exec-1", 1)) == sorted(
+        a.reviewer for a in given
+    )

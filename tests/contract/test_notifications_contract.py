@@ -212,3 +212,52 @@ async def test_list_rejects_a_forged_cursor(store: Store, forged: str) -> None:
     await store.notifications.enqueue(delivery("ex-1"))
     with pytest.raises(InvalidCursor):
         await store.notifications.list("p1", cursor=forged)
+
+
+async def test_the_poll_lists_only_what_is_still_pending(store: Store) -> None:
+    """Deliveries leave ``due`` as they finish, whatever the history holds (MongoDB: an outbox
+    apart from the history; SQLite: an index led by the status)."""
+    queued = [
+        delivery(f"ex-{n}:1:webhook", next_attempt_at=NOW - timedelta(seconds=n)) for n in range(4)
+    ]
+    for d in queued:
+        await store.notifications.enqueue(d)
+    delivered = queued[0].model_copy(update={"attempts": 1, "status": DeliveryStatus.DELIVERED})
+    dead = queued[1].model_copy(update={"attempts": 1, "status": DeliveryStatus.DEAD})
+    retry = queued[2].model_copy(
+        update={"attempts": 1, "next_attempt_at": NOW + timedelta(hours=1)}
+    )
+    for outcome in (delivered, dead, retry):
+        await store.notifications.record(outcome)
+    assert await store.notifications.due(NOW) == [queued[3]]
+    assert await store.notifications.due(NOW + timedelta(days=1)) == [queued[3], retry]
+    # The history keeps them all, for the API.
+    listed, _ = await store.notifications.list("p1")
+    assert sorted(d.delivery_id for d in listed) == sorted(d.delivery_id for d in queued)
+
+
+async def test_a_retry_recorded_after_the_delivery_finished_is_dropped(store: Store) -> None:
+    """A replica frozen past the lost-claim takeover records its attempt's failure after
+    another replica delivered: the delivery stays delivered and never comes due again."""
+    queued = delivery("ex-1:1:webhook")
+    await store.notifications.enqueue(queued)
+    delivered = queued.model_copy(update={"attempts": 2, "status": DeliveryStatus.DELIVERED})
+    await store.notifications.record(delivered)
+    late = queued.model_copy(update={"attempts": 1, "last_error": "timed out"})
+    await store.notifications.record(late)
+    assert await store.notifications.get("p1", queued.delivery_id) == delivered
+    assert await store.notifications.latest(queued.delivery_id) == delivered
+    assert await store.notifications.due(NOW + timedelta(days=1)) == []
+
+
+async def test_latest_is_the_current_state_read_by_id(store: Store) -> None:
+    queued = delivery("ex-1:1:webhook")
+    await store.notifications.enqueue(queued)
+    assert await store.notifications.latest(queued.delivery_id) == queued
+    retry = queued.model_copy(update={"attempts": 1, "last_error": "HTTP 503"})
+    await store.notifications.record(retry)
+    assert await store.notifications.latest(queued.delivery_id) == retry
+    dead = retry.model_copy(update={"attempts": 2, "status": DeliveryStatus.DEAD})
+    await store.notifications.record(dead)
+    assert await store.notifications.latest(queued.delivery_id) == dead
+    assert await store.notifications.latest("ex-missing:1:webhook") is None

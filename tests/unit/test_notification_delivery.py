@@ -245,3 +245,34 @@ async def test_the_review_request_says_when_it_expires(store: NotificationStore)
     await dispatcher(store, clock, ops).run_once()
     # refund-approval expires 48 hours after it suspends (agents/agents.toml).
     assert ops.sent[0].deadline == event.suspended_at + timedelta(hours=48)
+
+
+class CountingLatest:
+    """The in-memory store, counting ``latest`` reads."""
+
+    def __init__(self, inner: NotificationStore) -> None:
+        self._inner = inner
+        self.latest_reads = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+    async def latest(self, delivery_id: str) -> object:
+        self.latest_reads += 1
+        return await self._inner.latest(delivery_id)
+
+
+async def test_replicas_racing_for_an_attempt_read_nothing_more(store: NotificationStore) -> None:
+    """A claim lost to a live replica (the common case with several replicas polling) costs no
+    read: only a delivery still listed LOST_CLAIM_AFTER past its due time is looked at again."""
+    clock = Clock()
+    ops = RecordingChannel("ops")
+    await notifier(store, "ops", clock=clock).on_suspended(suspended())
+    assert await store.claim("exec-1:1:ops", 1, "other-replica")  # sending it right now
+    counting = CountingLatest(store)
+    survivor = dispatcher(counting, clock, ops, owner="r2")  # type: ignore[arg-type]
+    assert await survivor.run_once() == 0
+    assert counting.latest_reads == 0
+    clock.advance(LOST_CLAIM_AFTER + timedelta(seconds=1))
+    assert await survivor.run_once() == 1
+    assert counting.latest_reads == 1 and len(ops.sent) == 1

@@ -1,21 +1,21 @@
-"""In-memory adapter of shared/store/approvals.py."""
+"""In-memory adapter of shared/store/approvals.py: kept by generation, so listing one reads
+that generation's approvals only."""
 
 from __future__ import annotations
 
-from shared.store.approvals import Approval, approval_id
+from shared.store.approvals import Approval
 
 
 class InMemoryApprovals:
     def __init__(self) -> None:
-        self._approvals: dict[str, Approval] = {}
+        self._by_generation: dict[tuple[str, int], dict[str, Approval]] = {}
 
     async def record(self, approval: Approval) -> Approval:
-        return self._approvals.setdefault(approval_id(approval), approval)
+        generation = self._by_generation.setdefault(
+            (approval.execution_id, approval.generation), {}
+        )
+        return generation.setdefault(approval.counted_as, approval)
 
     async def list(self, execution_id: str, generation: int) -> list[Approval]:
-        found = [
-            a
-            for a in self._approvals.values()
-            if a.execution_id == execution_id and a.generation == generation
-        ]
-        return sorted(found, key=lambda a: a.at)
+        found = self._by_generation.get((execution_id, generation), {})
+        return sorted(found.values(), key=lambda a: a.at)

@@ -1,4 +1,5 @@
-"""In-memory adapter of shared/store/notifications.py."""
+"""In-memory adapter of shared/store/notifications.py: the history, and the pending deliveries
+apart (as on MongoDB), so a poll looks at what is pending only."""
 
 from __future__ import annotations
 
@@ -11,21 +12,20 @@ from shared.store.notifications import claim_id, decode_list_cursor, list_key, p
 class InMemoryNotifications:
     def __init__(self) -> None:
         self._deliveries: dict[str, Delivery] = {}
+        self._pending: dict[str, Delivery] = {}
         self._claims: dict[str, str] = {}
 
     async def enqueue(self, delivery: Delivery) -> bool:
         if delivery.delivery_id in self._deliveries:
             return False
         self._deliveries[delivery.delivery_id] = delivery
+        if delivery.status is DeliveryStatus.PENDING:
+            self._pending[delivery.delivery_id] = delivery
         return True
 
     async def due(self, now: datetime, *, limit: int = 50) -> list[Delivery]:
-        pending = (
-            d
-            for d in self._deliveries.values()
-            if d.status is DeliveryStatus.PENDING and d.next_attempt_at <= now
-        )
-        return sorted(pending, key=lambda d: (time_key(d.next_attempt_at), d.delivery_id))[:limit]
+        ready = (d for d in self._pending.values() if d.next_attempt_at <= now)
+        return sorted(ready, key=lambda d: (time_key(d.next_attempt_at), d.delivery_id))[:limit]
 
     async def claim(self, delivery_id: str, attempt: int, owner: str) -> bool:
         key = claim_id(delivery_id, attempt)
@@ -36,7 +36,16 @@ class InMemoryNotifications:
         return True
 
     async def record(self, delivery: Delivery) -> None:
+        if delivery.status is DeliveryStatus.PENDING:
+            if delivery.delivery_id not in self._pending:
+                return  # finished meanwhile by a replica that took the attempt over
+            self._pending[delivery.delivery_id] = delivery
+        else:
+            self._pending.pop(delivery.delivery_id, None)
         self._deliveries[delivery.delivery_id] = delivery
+
+    async def latest(self, delivery_id: str) -> Delivery | None:
+        return self._pending.get(delivery_id) or self._deliveries.get(delivery_id)
 
     async def get(self, project_id: str, delivery_id: str) -> Delivery | None:
         found = self._deliveries.get(delivery_id)

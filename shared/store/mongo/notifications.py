@@ -1,4 +1,32 @@
-"""MongoDB adapter of shared/store/notifications.py."""
+"""MongoDB adapter of shared/store/notifications.py.
+
+Three collections, every hot read and write by ``_id`` (the delivery id, or a claim id):
+
+- ``notification_deliveries``: every delivery ever made, its latest state (the history the API
+  lists; it grows with every suspension, so nothing periodic reads it);
+- ``notification_outbox``: the deliveries still pending, each with its current state: the
+  notifier's poll reads this one only, so an idle poll is one query over nothing;
+- ``notification_claims``: one per attempt made (``claim_id``).
+
+Only inserts are atomic on FerretDB, so no write spans the two collections; their order makes
+every crash in between harmless:
+
+- **enqueue**: outbox entry, then history. A crash in between leaves the delivery in the outbox
+  only: it is sent, and its first ``record`` writes the history (an upsert). A redelivered event
+  re-inserts the outbox entry of a delivery that has since finished (the history insert is then
+  the one that fails): that entry is deleted again at once, and should the process die first,
+  its attempt's claim is taken already, so it is never sent, and ``latest`` deletes it.
+- **a retry** (still pending): outbox, then history; the history may lag by one attempt after a
+  crash, never lead. An outbox entry that is gone means another replica finished the delivery:
+  nothing is written.
+- **an outcome** (delivered, dead): history, then the outbox entry is deleted. A crash in between
+  leaves it listed as due at an attempt whose claim is taken: never sent again; ``latest`` sees
+  the history and deletes the entry.
+
+So a delivery pending in the history always has its outbox entry, except those stored by a
+version without the outbox: ``ensure_indexes`` copies those in (one scan of the history at
+start-up, not per poll).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +34,7 @@ from datetime import datetime
 from typing import Any
 
 from pymongo import ASCENDING
+from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
@@ -16,6 +45,7 @@ from shared.store.notifications import claim_id, decode_list_cursor, page_cursor
 SCHEMA_VERSION = 1
 
 Document = dict[str, Any]
+PENDING = DeliveryStatus.PENDING.value
 
 
 def _document(delivery: Delivery) -> Document:
@@ -34,22 +64,40 @@ def _document(delivery: Delivery) -> Document:
     }
 
 
+def _outbox_document(delivery: Delivery) -> Document:
+    return {
+        "_id": delivery.delivery_id,
+        "schema_version": SCHEMA_VERSION,
+        "next_key": time_key(delivery.next_attempt_at),
+        "body": delivery.model_dump_json(),
+    }
+
+
 def _from_document(document: Document) -> Delivery:
     return Delivery.model_validate_json(document["body"])
 
 
+async def _insert(collection: AsyncCollection[Document], document: Document) -> bool:
+    try:
+        await collection.insert_one(document)
+    except DuplicateKeyError:
+        return False
+    return True
+
+
 class MongoNotifications:
-    """``notification_deliveries`` (``_id`` = delivery id) and ``notification_claims``
-    (``_id`` = ``claim_id``): enqueue and claim are inserts, so a duplicate key is the answer
-    "someone else was first" on every server."""
+    """Enqueue and claim are inserts, so a duplicate key is the answer "someone else was first"
+    on every server."""
 
     def __init__(self, database: AsyncDatabase[Document]) -> None:
         self._deliveries = database["notification_deliveries"]
+        self._outbox = database["notification_outbox"]
         self._claims = database["notification_claims"]
 
     async def ensure_indexes(self) -> None:
-        await self._deliveries.create_index(
-            [("status", ASCENDING), ("next_key", ASCENDING), ("_id", ASCENDING)], name="by_due"
+        # MongoDB serves the poll's sort from it (FerretDB 1.x scans the outbox: it is small).
+        await self._outbox.create_index(
+            [("next_key", ASCENDING), ("_id", ASCENDING)], name="by_due"
         )
         await self._deliveries.create_index(
             [
@@ -64,48 +112,102 @@ class MongoNotifications:
             [("project_id", ASCENDING), ("updated_key", ASCENDING), ("_id", ASCENDING)],
             name="by_project_updated",
         )
+        await self.adopt_pending()
+
+    async def adopt_pending(self) -> int:
+        """Give every delivery pending in the history its outbox entry (those enqueued by a
+        version without the outbox); return how many were missing. One scan of the history:
+        for start-up, never for a poll."""
+        adopted = 0
+        async for document in self._deliveries.find({"status": PENDING}):
+            adopted += await _insert(self._outbox, _outbox_document(_from_document(document)))
+        return adopted
 
     async def enqueue(self, delivery: Delivery) -> bool:
-        try:
-            await self._deliveries.insert_one(_document(delivery))
-        except DuplicateKeyError:
-            return False
-        return True
+        if delivery.status is not DeliveryStatus.PENDING:  # stored finished: history only
+            return await _insert(self._deliveries, _document(delivery))
+        queued = await _insert(self._outbox, _outbox_document(delivery))
+        stored = await _insert(self._deliveries, _document(delivery))
+        if queued and not stored:
+            # A redelivered event of a delivery whose outbox entry had gone: it has finished
+            # (or was stored by a version without the outbox). Put the outbox right.
+            known = await self._deliveries.find_one({"_id": delivery.delivery_id})
+            if known is not None and known["status"] == PENDING:
+                await self._outbox.replace_one(
+                    {"_id": known["_id"]}, _outbox_document(_from_document(known))
+                )
+            else:
+                await self._outbox.delete_one({"_id": delivery.delivery_id})
+        return stored
 
     async def due(self, now: datetime, *, limit: int = 50) -> list[Delivery]:
         found = (
-            self._deliveries.find(
-                {"status": DeliveryStatus.PENDING.value, "next_key": {"$lte": time_key(now)}}
-            )
+            self._outbox.find({"next_key": {"$lte": time_key(now)}})
             .sort([("next_key", ASCENDING), ("_id", ASCENDING)])
             .limit(limit)
         )
         return [_from_document(d) async for d in found]
 
     async def claim(self, delivery_id: str, attempt: int, owner: str) -> bool:
-        try:
-            await self._claims.insert_one(
-                {
-                    "_id": claim_id(delivery_id, attempt),
-                    "delivery_id": delivery_id,
-                    "attempt": attempt,
-                    "owner": owner,
-                    "claimed_at": utc_now(),
-                }
-            )
-        except DuplicateKeyError:
-            return False
-        return True
+        return await _insert(
+            self._claims,
+            {
+                "_id": claim_id(delivery_id, attempt),
+                "delivery_id": delivery_id,
+                "attempt": attempt,
+                "owner": owner,
+                "claimed_at": utc_now(),
+            },
+        )
 
     async def record(self, delivery: Delivery) -> None:
-        document = _document(delivery)
-        # Only the attempt's claimer writes, so the non-atomic replace of FerretDB 1.x is safe;
-        # upsert so a state is never lost, though the delivery was enqueued before its claim.
-        await self._deliveries.replace_one({"_id": document["_id"]}, document, upsert=True)
+        if delivery.status is DeliveryStatus.PENDING:
+            # Only the attempt's claimer writes, so FerretDB's non-atomic replace is safe. No
+            # outbox entry: a replica that took this attempt over (this one was frozen past the
+            # lost-claim takeover) has finished the delivery: a retry state must not revive it.
+            replaced = await self._outbox.replace_one(
+                {"_id": delivery.delivery_id}, _outbox_document(delivery)
+            )
+            if replaced.matched_count == 0:
+                return
+            await self._store_history(delivery)
+            return
+        await self._store_history(delivery)
+        await self._outbox.delete_one({"_id": delivery.delivery_id})
+
+    async def _store_history(self, delivery: Delivery) -> None:
+        # By _id alone (FerretDB scans for any other filter); an upsert, in case the enqueue
+        # that made the outbox entry died before writing the history.
+        await self._deliveries.replace_one(
+            {"_id": delivery.delivery_id}, _document(delivery), upsert=True
+        )
+
+    async def latest(self, delivery_id: str) -> Delivery | None:
+        queued = await self._outbox.find_one({"_id": delivery_id})
+        known = await self._deliveries.find_one({"_id": delivery_id})
+        if queued is None:
+            return _from_document(known) if known else None
+        current = _from_document(queued)
+        if known is None:  # its enqueue died before writing the history: pending, as queued
+            return current
+        stored = _from_document(known)
+        if stored.status is not DeliveryStatus.PENDING:
+            # Finished: the entry outlived a crash after the outcome was written. Its next
+            # attempt's claim is taken, so it was never sent again; now it is not listed either.
+            await self._outbox.delete_one({"_id": delivery_id})
+            return stored
+        if stored.attempts > current.attempts:
+            # Further along in the history: attempted by a version without the outbox.
+            await self._outbox.replace_one({"_id": delivery_id}, _outbox_document(stored))
+            return stored
+        return current
 
     async def get(self, project_id: str, delivery_id: str) -> Delivery | None:
-        found = await self._deliveries.find_one({"_id": delivery_id, "project_id": project_id})
-        return _from_document(found) if found is not None else None
+        # By _id alone (FerretDB scans for any other filter), then the project checked here.
+        found = await self._deliveries.find_one({"_id": delivery_id})
+        if found is None or found.get("project_id") != project_id:
+            return None
+        return _from_document(found)
 
     async def list(
         self,
@@ -116,6 +218,7 @@ class MongoNotifications:
         cursor: str | None = None,
         workspaces: list[str] | None = None,
     ) -> tuple[list[Delivery], str | None]:
+        # An API call, paged: it may query the history (the poll never does).
         query: Document = {"project_id": project_id}
         if status is not None:
             query["status"] = status.value

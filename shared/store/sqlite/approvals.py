@@ -1,6 +1,10 @@
 """Approvals toward multi-owner decisions on SQLite: one row per (execution, generation,
 identity), so a person approving twice counts once. The ``reviewer`` column holds the identity
-the approval counts under (``Approval.counted_as``): the name predates identities."""
+the approval counts under (``Approval.counted_as``): the name predates identities.
+
+Listing a generation is a range of the primary key, whose first columns are the execution and
+the generation: it reads that generation's rows only, however many the table holds (SQLite uses
+its indexes; the MongoDB adapter reads numbered slots by ``_id`` for FerretDB, which does not)."""
 
 from __future__ import annotations
 
@@ -16,6 +20,9 @@ CREATE TABLE IF NOT EXISTS approvals (
     PRIMARY KEY (execution_id, generation, reviewer)
 );
 """
+
+LIST = "SELECT body FROM approvals WHERE execution_id = ? AND generation = ? ORDER BY rowid"
+"""A range of the primary key (tests/unit/test_sqlite_bounded_reads.py checks SQLite's plan)."""
 
 
 class SqliteApprovals:
@@ -40,10 +47,7 @@ class SqliteApprovals:
         return Approval.model_validate_json(row["body"])
 
     async def list(self, execution_id: str, generation: int) -> list[Approval]:
-        rows = await self._db.fetch_all(
-            "SELECT body FROM approvals WHERE execution_id = ? AND generation = ? ORDER BY rowid",
-            (execution_id, generation),
-        )
+        rows = await self._db.fetch_all(LIST, (execution_id, generation))
         # Sorted on the parsed time, like the other stores (see SqliteApiKeys.list).
         return sorted(
             (Approval.model_validate_json(row["body"]) for row in rows), key=lambda a: a.at

@@ -1,4 +1,10 @@
-"""Notification deliveries and attempt claims on SQLite (see shared/store/notifications.py)."""
+"""Notification deliveries and attempt claims on SQLite (see shared/store/notifications.py).
+
+One table holds every delivery: the poll's ``status = 'pending' AND next_key <= ?`` is a range
+of the ``by_due`` index, which starts with the status, so it reads the pending rows only, however
+many delivered and dead ones the table holds (SQLite uses its indexes, unlike FerretDB 1.x,
+which is why the MongoDB adapter keeps pending deliveries in an outbox collection instead).
+Every write is one statement, atomic: there is no state between two writes to repair."""
 
 from __future__ import annotations
 
@@ -35,6 +41,13 @@ CREATE TABLE IF NOT EXISTS notification_claims (
 );
 """
 
+DUE = (
+    "SELECT body FROM notification_deliveries WHERE status = ? AND next_key <= ?"
+    " ORDER BY next_key, delivery_id LIMIT ?"
+)
+"""The poll: a range of ``notification_deliveries_by_due`` (tests/unit/test_sqlite_bounded_reads.py
+checks SQLite's plan)."""
+
 
 def _row(delivery: Delivery) -> tuple[str, str, str, str, str, str, str]:
     """delivery_id, project_id, channel, status, next_key, updated_key, body."""
@@ -66,11 +79,7 @@ class SqliteNotifications:
         return inserted == 1
 
     async def due(self, now: datetime, *, limit: int = 50) -> list[Delivery]:
-        rows = await self._db.fetch_all(
-            "SELECT body FROM notification_deliveries WHERE status = ? AND next_key <= ?"
-            " ORDER BY next_key, delivery_id LIMIT ?",
-            (DeliveryStatus.PENDING.value, time_key(now), limit),
-        )
+        rows = await self._db.fetch_all(DUE, (DeliveryStatus.PENDING.value, time_key(now), limit))
         return [Delivery.model_validate_json(row["body"]) for row in rows]
 
     async def claim(self, delivery_id: str, attempt: int, owner: str) -> bool:
@@ -82,6 +91,21 @@ class SqliteNotifications:
         return inserted == 1
 
     async def record(self, delivery: Delivery) -> None:
+        if delivery.status is DeliveryStatus.PENDING:
+            # Only while it is pending: a replica that took this attempt over may have finished
+            # the delivery (this one was frozen past the lost-claim takeover).
+            await self._db.execute(
+                "UPDATE notification_deliveries SET next_key = ?, updated_key = ?, body = ?"
+                " WHERE delivery_id = ? AND status = ?",
+                (
+                    time_key(delivery.next_attempt_at),
+                    time_key(delivery.updated_at),
+                    delivery.model_dump_json(),
+                    delivery.delivery_id,
+                    DeliveryStatus.PENDING.value,
+                ),
+            )
+            return
         await self._db.execute(
             "INSERT INTO notification_deliveries (delivery_id, project_id, channel, status,"
             " next_key, updated_key, body) VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -91,6 +115,12 @@ class SqliteNotifications:
             " body = excluded.body",
             _row(delivery),
         )
+
+    async def latest(self, delivery_id: str) -> Delivery | None:
+        row = await self._db.fetch_one(
+            "SELECT body FROM notification_deliveries WHERE delivery_id = ?", (delivery_id,)
+        )
+        return Delivery.model_validate_json(row["body"]) if row is not None else None
 
     async def get(self, project_id: str, delivery_id: str) -> Delivery | None:
         row = await self._db.fetch_one(
