@@ -31,6 +31,7 @@ from shared.custom_headers import SealingPublisher
 from shared.health import health_server
 from shared.logging import configure_logging
 from shared.settings import CommonSettings
+from shared.store.agent_versions import AgentVersionCheck
 from shared.store.api_keys import Role, create_key
 from shared.store.mongo import MongoStore
 from shared.store.ports import Store
@@ -67,6 +68,10 @@ class GatewaySettings(CommonSettings):
     """Comma-separated IPs or CIDRs of the reverse proxies in front of the gateway: only from
     them is ``X-Forwarded-For`` believed, for the client address the rate limit charges. Empty:
     the socket's peer is the client (the header is ignored)."""
+    agent_versions_cache_seconds: float = Field(default=5.0, ge=0, le=3600)
+    """How long a read of an agent's current version is reused to let decisions through (a
+    409 for changed agent code always reads again; shared/store/agent_versions.py). 0 reads
+    every time."""
     dev_api_key: str | None = None
     """Development only: an owner key of project ``demo`` created at start-up (``make dev``).
     Refused in any other environment."""
@@ -173,7 +178,15 @@ def create_app(
     app.add_middleware(HttpMetricsMiddleware)
     # Callers' custom headers are sealed before anything reaches the bus (shared/custom_headers).
     sealing = SealingPublisher(publisher_, settings.keyring)
-    intake = Intake(store=store_, publisher=sealing, topics=settings.topics, registry=registry)
+    intake = Intake(
+        store=store_,
+        publisher=sealing,
+        topics=settings.topics,
+        registry=registry,
+        agent_versions=AgentVersionCheck(
+            store_.agent_versions, ttl_seconds=settings.agent_versions_cache_seconds
+        ),
+    )
     cursors = PageCursors(settings.keyring)
     app.include_router(build_router(intake, registry, keys, cursors))
     stream_limits = StreamLimits(

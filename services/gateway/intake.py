@@ -23,12 +23,7 @@ from pydantic import BaseModel
 from shared import tracing
 from shared.agents import AgentRegistry, ReviewRules
 from shared.bus import EventPublisher
-from shared.domain.decisions import (
-    NotSuspended,
-    check_agent_version,
-    resolve_decision,
-    reviews_of,
-)
+from shared.domain.decisions import NotSuspended, resolve_decision, reviews_of
 from shared.domain.execution import Execution, ExecutionStatus, new_pending_execution
 from shared.domain.principals import Reviewer, check_link_approval, check_reviewer
 from shared.domain.review import Resolution
@@ -40,6 +35,7 @@ from shared.events import (
     ExecutionRequested,
     utc_now,
 )
+from shared.store.agent_versions import AgentVersionCheck
 from shared.store.approvals import Approval
 from shared.store.ports import Claim, Page, Store
 from shared.store.progress import ProgressEntry
@@ -170,12 +166,20 @@ class BoundedPublisher:
 
 class Intake:
     def __init__(
-        self, *, store: Store, publisher: EventPublisher, topics: Topics, registry: AgentRegistry
+        self,
+        *,
+        store: Store,
+        publisher: EventPublisher,
+        topics: Topics,
+        registry: AgentRegistry,
+        agent_versions: AgentVersionCheck | None = None,
     ) -> None:
         self._store = store
         self._publisher = BoundedPublisher(publisher)
         self._topics = topics
         self._registry = registry
+        # The early 409 for changed agent code; the sandbox refuses such a resume anyway.
+        self._agent_versions = agent_versions or AgentVersionCheck(store.agent_versions)
 
     async def invoke(
         self,
@@ -240,8 +244,9 @@ class Intake:
             if execution.status is not ExecutionStatus.PENDING or execution.epoch != 0:
                 return execution
             marked = execution.model_copy(update={"undelivered_since": since})
-            if await self._store.executions.replace(marked, expected_version=execution.version):
-                return marked.model_copy(update={"version": execution.version + 1})
+            stored = await self._store.executions.replace(execution, marked)
+            if stored is not None:
+                return stored
             reloaded = await self._store.executions.get(
                 execution.project_id, execution.execution_id
             )
@@ -250,8 +255,17 @@ class Intake:
             execution = reloaded
         return execution
 
-    async def get(self, project_id: str, workspace_id: str, execution_id: str) -> Execution:
-        execution = await self._store.executions.get(project_id, execution_id)
+    async def get(
+        self,
+        project_id: str,
+        workspace_id: str,
+        execution_id: str,
+        *,
+        min_epoch: int | None = None,
+    ) -> Execution:
+        """The newest version, or with ``min_epoch`` any of that epoch or later (see
+        ``ExecutionStore.get``). Raises ExecutionNotFound."""
+        execution = await self._store.executions.get(project_id, execution_id, min_epoch=min_epoch)
         if execution is None or execution.workspace_id != workspace_id:
             raise ExecutionNotFound(execution_id)
         return execution
@@ -285,7 +299,13 @@ class Intake:
         DecisionError (not suspended, stale, not allowed, invalid, agent changed),
         SeparationOfDuties or DecisionConflict; nothing is stored or published unless the
         answer is valid and the reviewer may give it."""
-        execution = await self.get(project_id, workspace_id, execution_id)
+        # An answer naming its suspension (its generation, the epoch that suspended) needs no
+        # version older than that: any version of that epoch or later tells whether it is still
+        # the one waiting (one read while the head is that new). An answer naming none is
+        # checked against the newest.
+        execution = await self.get(
+            project_id, workspace_id, execution_id, min_epoch=answer.generation
+        )
         try:
             resolution = resolve_decision(
                 execution,
@@ -308,7 +328,7 @@ class Intake:
                     _winner(last.decision_id, last.decision, last.decisions, last.reviewer),
                 ) from None
             raise
-        check_agent_version(execution, await self._store.agent_versions.get(execution.agent))
+        await self._agent_versions.check(execution)
         assert execution.suspension is not None
         suspension_id = execution.suspension.suspension_id
         spec = self._registry.get(execution.agent)

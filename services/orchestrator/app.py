@@ -14,6 +14,7 @@ from services.orchestrator.abandoned import AbandonedRequests
 from services.orchestrator.deadlines import DeadlineSweeper
 from services.orchestrator.gauges import ExecutionGauges
 from services.orchestrator.handlers import Orchestrator
+from services.orchestrator.known import KnownExecutions
 from shared.agents import load_registry
 from shared.background import background_hooks
 from shared.bus import Bus, E, EventPublisher, KafkaPublisher, create_broker, route
@@ -43,6 +44,9 @@ class OrchestratorSettings(CommonSettings):
     abandon_undelivered_after_seconds: float = Field(default=600.0, gt=0)
     """How long a request the gateway could not deliver (503) waits for its client's retry
     before it ends in ``error`` (``services/orchestrator/abandoned.py``)."""
+    execution_cache_size: int = Field(default=10_000, ge=0)
+    """How many executions each replica keeps the last version of, so an event costs no read
+    (services/orchestrator/known.py); 0 reads every execution for every event."""
     clock_file: Path | None = None
     """Tests only: a file holding an ISO 8601 time that replaces the wall clock for deadlines
     (the wall clock while it is missing). Refused in production."""
@@ -81,6 +85,7 @@ def register(
         topics=topics,
         registry=load_registry(settings.agents_file),
         clock=clock,
+        known=KnownExecutions(settings.execution_cache_size),
     )
     sweeper = DeadlineSweeper(
         store=store, publisher=publisher, topics=topics, orchestrator=orchestrator, clock=clock

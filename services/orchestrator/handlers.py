@@ -1,25 +1,35 @@
-"""The orchestrator's handlers: load the execution, apply the state machine with a
+"""The orchestrator's handlers: take the execution, apply the state machine with a
 compare-and-set, then publish what the stored state calls for.
+
+The execution an event applies to is this replica's copy of the version it last stored or read
+(services/orchestrator/known.py), read from the store only when it has none. A copy may be out
+of date; the compare-and-set tells: its insert loses, and the handler reads the newest version
+and applies the event again. An outcome that writes nothing (an ignored event, a refused
+decision) is never concluded from a copy: it is decided again on a fresh read.
 
 Idempotency: each handler recomputes from the stored execution. A redelivered event changes
 nothing (the state machine ignores it) and the follow-ups are published again, so work lost to a
-crash between the write and the publish is re-driven, and a duplicate command is recognised
-downstream by its deterministic event id and epoch.
+crash between the write and the publish is re-driven. Nothing records what was sent: a repeated
+command is recognised downstream by its deterministic event id and epoch (the sandbox skips a
+dispatch of an epoch that is not the execution's, and a repeated one of the current epoch finds
+its run's checkpoint and reports its outcome again; its attempt ledger fences an older run).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from datetime import datetime
 
 import structlog
 
 from services.orchestrator import state_machine as sm
+from services.orchestrator.known import KnownExecutions
 from shared import metrics, tracing
 from shared.agents import AgentRegistry
 from shared.bus import EventPublisher, carried_headers
 from shared.domain.deadlines import DeadlineKind
-from shared.domain.decisions import DecisionError, check_agent_version
+from shared.domain.decisions import DecisionError
 from shared.domain.execution import Execution, new_pending_execution
 from shared.errors import ConcurrencyConflict, RejectedMessage
 from shared.events import (
@@ -50,6 +60,10 @@ class DeadlineFired(EventModel):
     workspace_id: str
 
 
+Loaded = tuple[Execution, bool]
+"""An execution and whether it was just read from the store (else it is this replica's copy)."""
+
+
 class Orchestrator:
     def __init__(
         self,
@@ -59,12 +73,14 @@ class Orchestrator:
         topics: Topics,
         registry: AgentRegistry,
         clock: Callable[[], datetime] = utc_now,
+        known: KnownExecutions | None = None,
     ) -> None:
         self._store = store
         self._publisher = publisher
         self._topics = topics
         self._registry = registry
         self._clock = clock
+        self._known = known if known is not None else KnownExecutions()
 
     # --- inputs ------------------------------------------------------------------------------
 
@@ -73,8 +89,7 @@ class Orchestrator:
             raise RejectedMessage(
                 f"unknown agent {event.agent!r}; registered: {', '.join(self._registry.names())}"
             )
-        first = new_pending_execution(event, None, tracing.current_carrier())
-        execution, _ = await self._store.executions.create(first)
+        execution, fresh = await self._requested(event)
         if (execution.project_id, execution.workspace_id, execution.agent) != (
             event.project_id,
             event.workspace_id,
@@ -83,59 +98,98 @@ class Orchestrator:
             raise RejectedMessage(
                 f"execution id {event.execution_id} is already used by another request"
             )
-        await self._apply(execution, lambda e: sm.on_requested(e, event), event)
+        await self._apply((execution, fresh), lambda e: sm.on_requested(e, event), event)
+
+    async def _requested(self, event: ExecutionRequested) -> Loaded:
+        """The execution a request names: normally the gateway stored it a moment ago, and any
+        version of it will do (one point read); a producer publishing to the topic directly
+        has it created here."""
+        known = self._known.get(event.execution_id)
+        if known is not None:
+            return known, False
+        # Any version will do (min_epoch=0): the compare-and-set tells if it is not the newest.
+        found = await self._store.executions.get(event.project_id, event.execution_id, min_epoch=0)
+        if found is not None:
+            return found, False
+        first = new_pending_execution(event, None, tracing.current_carrier())
+        execution, _ = await self._store.executions.create(first)
+        # Created now, or (a race, another project's id) the newest stored version: fresh.
+        if execution.project_id == event.project_id:
+            self._known.put(execution)
+        return execution, True
 
     async def on_decision(self, event: DecisionSubmitted) -> None:
-        execution = await self._load(event)
+        execution, fresh = await self._load(event)
+        holders: dict[int, Claim] = {}
         for _ in range(MAX_CAS_ATTEMPTS):
+            # No agent-version check here (the gateway's is the early 409): the sandbox refuses
+            # a resume under code it no longer runs, and the execution is suspended again under
+            # a new suspension, with a claim of its own. A refusal here would leave the claim
+            # the gateway took on this suspension held by a decision that never applies.
             try:
                 outcome = sm.on_decision(execution, event)
-                if outcome.transitions:
-                    current = await self._store.agent_versions.get(execution.agent)
-                    check_agent_version(execution, current)
             except DecisionError as exc:
+                if not fresh:
+                    execution, fresh = await self._reload(execution)
+                    continue
                 await self._reject_decision(execution, event, str(exc))
                 raise RejectedMessage(str(exc)) from exc
+            if not outcome.changed and not fresh:
+                execution, fresh = await self._reload(execution)
+                continue
             if outcome.claim is not None:
-                claim = Claim(event.decision_id, event.model_dump_json())
-                holder = await self._store.decisions.claim(event.execution_id, outcome.claim, claim)
-                if holder.decision_id != event.decision_id:
+                if outcome.claim not in holders:
+                    holders[outcome.claim] = await self._claim(event, outcome.claim)
+                if holders[outcome.claim].decision_id != event.decision_id:
+                    if not fresh:  # the suspension it names may be an old one
+                        execution, fresh = await self._reload(execution)
+                        continue
                     reason = f"suspension {outcome.claim} already has a decision"
                     await self._reject_decision(execution, event, reason)
                     raise RejectedMessage(reason)
-            if outcome.changed and not await self._store.executions.replace(
-                outcome.execution, expected_version=execution.version
-            ):
-                execution = await self._load(event)
+            stored = await self._store_outcome(execution, outcome)
+            if stored is None:
+                execution, fresh = await self._reload(execution)
                 continue
-            if outcome.transitions and execution.suspension is not None:
+            if stored.transitions and execution.suspension is not None:
                 # The decision resumed the suspension it answered (a parked one is applied in
                 # on_suspended, moments after its suspension, and is not a reviewer's wait).
                 waited = self._clock() - execution.suspension.suspended_at
                 metrics.REVIEW_WAIT_SECONDS.observe(max(0.0, waited.total_seconds()))
-            await self._publish_after(outcome, event)
+            await self._publish_after(stored, event)
             return
         raise ConcurrencyConflict(f"execution {event.execution_id} kept changing")
 
+    async def _claim(self, event: DecisionSubmitted, suspension_id: int) -> Claim:
+        """The claim holding the suspension's one decision: normally the gateway took it before
+        publishing the event (one read); a producer publishing to the topic directly has it
+        taken here."""
+        held = await self._store.decisions.holder(event.execution_id, suspension_id)
+        if held is not None:
+            return held
+        claim = Claim(event.decision_id, event.model_dump_json())
+        return await self._store.decisions.claim(event.execution_id, suspension_id, claim)
+
     async def on_cancel(self, event: CancelRequested) -> None:
-        execution = await self._load(event)
+        loaded = await self._load(event)
 
         def cancel(current: Execution) -> sm.Outcome:
             try:
                 return sm.on_cancel(current, event)
             except sm.AlreadyFinished as exc:
+                # Safe on a copy: an execution that ended never runs again.
                 raise RejectedMessage(str(exc)) from exc
 
-        await self._apply(execution, cancel, event)
+        await self._apply(loaded, cancel, event)
 
     # --- sandbox reports ---------------------------------------------------------------------
 
     async def on_suspended(self, event: ExecutionSuspended) -> None:
-        execution = await self._load(event)
-        spec = self._registry.get(execution.agent)
+        loaded = await self._load(event)
+        spec = self._registry.get(loaded[0].agent)
         # Absolute times from now, so a restart or a changed agents file never moves them.
         deadlines = spec.deadlines.deadlines_from(self._clock()) if spec else None
-        await self._apply(execution, lambda e: sm.on_suspended(e, event, deadlines), event)
+        await self._apply(loaded, lambda e: sm.on_suspended(e, event, deadlines), event)
 
     async def on_deadline(self, execution: Execution, kind: DeadlineKind) -> int:
         """Fire one deadline of the current suspension (the sweeper calls this); 1 if this
@@ -156,7 +210,7 @@ class Orchestrator:
             fired = outcome.changed
             return outcome
 
-        await self._apply(execution, fire, cause)
+        await self._apply((execution, False), fire, cause)
         if fired:
             metrics.DEADLINES_FIRED.labels(kind.value).inc()
             log.info("deadline.fired", kind=kind.value, execution_id=execution.execution_id)
@@ -179,46 +233,79 @@ class Orchestrator:
             ended = bool(outcome.transitions)
             return outcome
 
-        await self._apply(execution, end, cause)
+        await self._apply((execution, False), end, cause)
         if ended:
             log.warning("request.abandoned", execution_id=execution.execution_id)
         return int(ended)
 
     async def on_reported(self, event: ExecutionReported) -> None:
-        execution = await self._load(event)
+        loaded = await self._load(event)
         if event.outcome is ReportOutcome.STARTED:
-            await self._apply(execution, lambda e: sm.on_started(e, event), event)
+            await self._apply(loaded, lambda e: sm.on_started(e, event), event)
         elif event.outcome is ReportOutcome.REFUSED:
-            await self._apply(execution, lambda e: sm.on_refused(e, event), event)
+            await self._apply(loaded, lambda e: sm.on_refused(e, event), event)
         else:
-            await self._apply(execution, lambda e: sm.on_finished(e, event), event)
+            await self._apply(loaded, lambda e: sm.on_finished(e, event), event)
 
     # --- plumbing ----------------------------------------------------------------------------
 
     async def _load(
         self, event: DecisionSubmitted | CancelRequested | ExecutionSuspended | ExecutionReported
-    ) -> Execution:
-        execution = await self._store.executions.get(event.project_id, event.execution_id)
-        if execution is None or execution.workspace_id != event.workspace_id:
+    ) -> Loaded:
+        """This replica's copy of the execution, else the newest stored version. (Project and
+        workspace never change, so a copy answers for them as well as the store.)"""
+        known = self._known.get(event.execution_id)
+        if known is not None:
+            loaded: Loaded = (known, False)
+        else:
+            found = await self._store.executions.get(event.project_id, event.execution_id)
+            if found is None:
+                raise RejectedMessage(f"unknown execution {event.execution_id}")
+            self._known.put(found)
+            loaded = (found, True)
+        execution = loaded[0]
+        if (execution.project_id, execution.workspace_id) != (
+            event.project_id,
+            event.workspace_id,
+        ):
             raise RejectedMessage(f"unknown execution {event.execution_id}")
-        return execution
+        return loaded
+
+    async def _reload(self, execution: Execution) -> Loaded:
+        """The newest stored version, after a lost compare-and-set or to confirm a copy."""
+        reloaded = await self._store.executions.get(execution.project_id, execution.execution_id)
+        if reloaded is None:
+            raise RejectedMessage(f"execution {execution.execution_id} disappeared")
+        self._known.put(reloaded)
+        return reloaded, True
+
+    async def _store_outcome(self, execution: Execution, outcome: sm.Outcome) -> sm.Outcome | None:
+        """Compare-and-set a changed outcome's execution after ``execution``: the outcome as
+        stored (with its version), or None when another writer got there first. An unchanged
+        outcome is returned as it is."""
+        if not outcome.changed:
+            return outcome
+        stored = await self._store.executions.replace(execution, outcome.execution)
+        if stored is None:
+            return None
+        self._known.put(stored)
+        return dataclasses.replace(outcome, execution=stored)
 
     async def _apply(
-        self, execution: Execution, step: Callable[[Execution], sm.Outcome], event: EventModel
+        self, loaded: Loaded, step: Callable[[Execution], sm.Outcome], event: EventModel
     ) -> None:
+        execution, fresh = loaded
         for _ in range(MAX_CAS_ATTEMPTS):
             outcome = step(execution)
-            if outcome.changed and not await self._store.executions.replace(
-                outcome.execution, expected_version=execution.version
-            ):
-                reloaded = await self._store.executions.get(
-                    execution.project_id, execution.execution_id
-                )
-                if reloaded is None:
-                    raise RejectedMessage(f"execution {execution.execution_id} disappeared")
-                execution = reloaded
+            if not outcome.changed and not fresh:
+                # Nothing to do, says a copy that may be out of date: ask the newest version.
+                execution, fresh = await self._reload(execution)
                 continue
-            await self._publish_after(outcome, event)
+            stored = await self._store_outcome(execution, outcome)
+            if stored is None:
+                execution, fresh = await self._reload(execution)
+                continue
+            await self._publish_after(stored, event)
             return
         raise ConcurrencyConflict(f"execution {execution.execution_id} kept changing")
 
@@ -233,9 +320,11 @@ class Orchestrator:
             ):
                 return
             updated = sm.rejected_decision(execution, event, reason)
-            if await self._store.executions.replace(updated, expected_version=execution.version):
+            stored = await self._store.executions.replace(execution, updated)
+            if stored is not None:
+                self._known.put(stored)
                 return
-            execution = await self._load(event)
+            execution, _ = await self._reload(execution)
 
     async def _publish_after(self, outcome: sm.Outcome, cause: EventModel) -> None:
         execution = outcome.execution
@@ -248,19 +337,15 @@ class Orchestrator:
         if outcome.ignored:
             log.info("event.ignored", why=outcome.ignored, status=execution.status.value)
         for command in sm.follow_ups(execution, causation_id=cause.event_id):
-            # Marked after the broker acknowledged it: a crash in between re-sends it on
-            # redelivery (the sandbox recognises it by its epoch); otherwise it is sent once.
-            if await self._store.sent_commands.was_sent(command.event_id):
-                continue
-            # The caller's custom headers go to the sandbox for this run segment only, as they
-            # came: sealed for the sandbox (the orchestrator holds no key to open them).
+            # Sent after every outcome, a redelivery's too: see the module's docstring. The
+            # caller's custom headers go to the sandbox for this run segment only, as they came:
+            # sealed for the sandbox (the orchestrator holds no key to open them).
             await self._publisher.publish(
                 command,
                 self._topics.dispatched,
                 key=execution.execution_id,
                 headers=carried_headers(),
             )
-            await self._store.sent_commands.mark_sent(command.event_id)
         changes = outcome.transitions or [
             # Nothing changed now; re-announce the current state in case the earlier announcement
             # was lost in a crash. Consumers drop versions they have seen.

@@ -51,7 +51,10 @@ class Sandbox:
         self._keyring = keyring
 
     async def on_dispatched(self, command: ExecutionDispatched) -> None:
-        execution = await self._store.executions.get(command.project_id, command.execution_id)
+        # Not older than the dispatch: the head alone answers, unless it trails the log.
+        execution = await self._store.executions.get(
+            command.project_id, command.execution_id, min_epoch=command.epoch
+        )
         if execution is None:
             raise RejectedMessage(f"unknown execution {command.execution_id}")
         if command.epoch != execution.epoch or execution.status.is_terminal:

@@ -1,13 +1,18 @@
 """Which version of each agent the sandboxes run now, published by each sandbox at start-up.
 
-The gateway and the orchestrator read it to refuse, synchronously and with both versions named,
-a decision that would resume a suspension under different agent code.
+The gateway reads it to refuse, synchronously and with both versions named, a decision that
+would resume a suspension under different agent code. (The orchestrator does not: the sandbox
+refuses such a resume itself, services/orchestrator/handlers.py says why that is better there.)
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Protocol
 
+from shared.domain.decisions import check_agent_version
+from shared.domain.execution import Execution
 from shared.domain.versions import AgentVersion
 
 
@@ -15,3 +20,43 @@ class AgentVersions(Protocol):
     async def publish(self, version: AgentVersion) -> None: ...
 
     async def get(self, agent: str) -> AgentVersion | None: ...
+
+
+class AgentVersionCheck:
+    """Refuses early (``AgentVersionChanged``) a decision that would resume a suspension under
+    agent code the sandboxes no longer run, reading the current version through a cache of
+    ``ttl_seconds`` (0: a read every time).
+
+    The check is advisory: the sandbox is the authority, it compares the suspension's
+    fingerprint with the code it actually runs and refuses the resume (services/sandbox/runner.py,
+    ``Refused``), and the execution is suspended again. So a cached version may only ever let a
+    decision through: letting one through wrongly (code changed within the last ``ttl_seconds``)
+    ends in that refusal, a moment later. A refusal is always made on a fresh read, so a
+    reverted deployment is believed at once.
+    """
+
+    def __init__(
+        self,
+        versions: AgentVersions,
+        *,
+        ttl_seconds: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._versions = versions
+        self._ttl = ttl_seconds
+        self._clock = clock
+        self._read: dict[str, tuple[float, AgentVersion | None]] = {}
+
+    async def check(self, execution: Execution) -> None:
+        suspension = execution.suspension
+        if suspension is None or suspension.agent_fingerprint is None:
+            return  # nothing to compare (check_agent_version accepts it whatever is current)
+        cached = self._read.get(execution.agent)
+        if cached is not None and self._clock() - cached[0] < self._ttl:
+            current = cached[1]
+            if current is None or current.accepts(suspension.agent_fingerprint):
+                return
+        current = await self._versions.get(execution.agent)
+        if self._ttl > 0:
+            self._read[execution.agent] = (self._clock(), current)
+        check_agent_version(execution, current)

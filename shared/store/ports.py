@@ -28,16 +28,33 @@ class Page:
 class ExecutionStore(Protocol):
     async def create(self, execution: Execution) -> tuple[Execution, bool]:
         """Insert unless an execution with this id exists; return the stored one (version 1 when
-        created now) and whether it was created now."""
+        created now, else the newest version) and whether it was created now."""
         ...
 
-    async def get(self, project_id: str, execution_id: str) -> Execution | None: ...
+    async def get(
+        self, project_id: str, execution_id: str, *, min_epoch: int | None = None
+    ) -> Execution | None:
+        """The newest stored version, or None (no such execution, or another project's). Reads
+        are monotonic: never older than a version whose write had returned before the read
+        began, so a caller never sees an execution go back.
 
-    async def replace(self, execution: Execution, *, expected_version: int) -> bool:
-        """Compare-and-set: store ``execution`` as version ``expected_version + 1`` only if the
-        stored version is ``expected_version``. Of concurrent writers exactly one succeeds; the
-        others get False (another writer got there first) and must re-read. The store assigns
-        version numbers; the ``version`` of the argument is ignored."""
+        With ``min_epoch``, any version of that epoch or later will do: a reader holding a
+        command of that epoch (the sandbox, with a dispatch) learns all it needs from it (is the
+        command still current, has the execution ended) and never one older than the command;
+        with 0, any stored version (a writer that compare-and-sets on it: an older version only
+        loses its ``replace``). The MongoDB store then answers from the head alone while the
+        head is that new."""
+        ...
+
+    async def replace(self, current: Execution, successor: Execution) -> Execution | None:
+        """Compare-and-set: store ``successor`` as version ``current.version + 1`` if ``current``
+        is still the newest version, and return what was stored (with its version; the
+        argument's is ignored). None when another writer stored a successor of ``current``
+        first: re-read with ``get``. Of concurrent writers exactly one succeeds.
+
+        ``current`` must be a version this store returned (``create``, ``get`` or ``replace``),
+        however old: the MongoDB store does not read it back, it relies on every
+        version's id staying taken for good."""
         ...
 
     async def due_deadlines(self, now: datetime, *, limit: int = 100) -> list[Execution]:
@@ -83,14 +100,10 @@ class DecisionClaims(Protocol):
         one if a different decision was first."""
         ...
 
-
-class SentCommands(Protocol):
-    """Which commands have been published, so a redelivered event does not send one again."""
-
-    async def was_sent(self, command_id: str) -> bool: ...
-
-    async def mark_sent(self, command_id: str) -> None:
-        """Idempotent: marking a command twice is the same as once."""
+    async def holder(self, execution_id: str, suspension_id: int) -> Claim | None:
+        """The claim that holds the suspension's decision, if one was taken: one point read, for
+        a consumer that expects the claim to be taken already (the gateway claims before it
+        publishes a decision) and claims itself only when it is not."""
         ...
 
 
@@ -122,7 +135,12 @@ class StepRecord(BaseModel):
 
 class StepStore(Protocol):
     async def load(self, execution_id: str) -> dict[str, StepRecord]:
-        """All of an execution's steps, keyed by key, in one query."""
+        """All of an execution's steps, keyed by key, in one query (on FerretDB a scan: runs
+        load from their checkpoint's step index instead, services/sandbox/runner.py)."""
+        ...
+
+    async def get(self, key: str) -> StepRecord | None:
+        """One step by its key."""
         ...
 
     async def put(self, record: StepRecord) -> StepRecord:
@@ -140,9 +158,6 @@ class Store(Protocol):
 
     @property
     def decisions(self) -> DecisionClaims: ...
-
-    @property
-    def sent_commands(self) -> SentCommands: ...
 
     @property
     def steps(self) -> StepStore: ...

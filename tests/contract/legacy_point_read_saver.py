@@ -1,4 +1,8 @@
-"""LangGraph's MongoDB checkpointer, with every read and write a point read or write by ``_id``.
+"""The sandbox's checkpointer before the async one (kept here only to write checkpoints the way
+Interlock did before, so tests/contract/test_mongo_checkpoints.py shows that an execution
+suspended then resumes after the upgrade).
+
+LangGraph's MongoDB checkpointer, with every read and write a point read or write by ``_id``.
 
 FerretDB answers a query on any field but ``_id`` by scanning the collection. ``MongoDBSaver``
 finds, upserts and reads writes by (thread, namespace, checkpoint, task...) fields, and the

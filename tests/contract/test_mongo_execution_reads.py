@@ -1,20 +1,27 @@
-"""The MongoDB execution store reads an execution by point reads: its head, then the versions
-after it. These are the cases where the head trails the log (a writer died between its version
-and its head, or lost a race to a newer writer): reads still return the newest version, and the
-head never goes back."""
+"""The MongoDB execution store on a real server: point reads and writes by ``_id`` only, a head
+that may trail the log but is read past and repaired, never goes back for long, and old versions
+cut down to stubs (never deleted) when an execution ends. Also what each operation costs, in
+commands: the hot path's budget (tests/e2e/test_store_commands.py) rests on these."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 
 import pytest
+from prometheus_client import REGISTRY
 from pymongo.asynchronous.collection import AsyncCollection
 
+from shared.domain.execution import Execution, ExecutionStatus
 from shared.store.mongo import Document, MongoStore
 from tests import factories as f
 from tests.conftest import throwaway_mongo_store
 
 pytestmark = pytest.mark.integration
+
+COLLECTIONS = ("execution_versions", "executions", "decision_claims")
+COMMANDS = ("find", "insert", "update", "delete", "findAndModify")
 
 
 @pytest.fixture
@@ -23,52 +30,171 @@ async def mongo(mongodb_uri: str) -> AsyncIterator[MongoStore]:
         yield store
 
 
-async def written(store: MongoStore, execution_id: str, versions: int) -> None:
+async def written(store: MongoStore, execution_id: str, versions: int) -> Execution:
     execution, _ = await store.executions.create(f.pending(execution_id))
     for epoch in range(1, versions):
-        moved = execution.model_copy(update={"epoch": epoch})
-        assert await store.executions.replace(moved, expected_version=execution.version)
-        execution = moved.model_copy(update={"version": execution.version + 1})
+        stored = await store.executions.replace(
+            execution, execution.model_copy(update={"epoch": epoch})
+        )
+        assert stored is not None
+        execution = stored
+    return execution
 
 
 def collection(store: MongoStore, name: str) -> AsyncCollection[Document]:
-    return store._client[store._database_name][name]
+    return store.database[name]
 
 
-async def test_a_head_left_behind_by_a_dead_writer_is_read_past(mongo: MongoStore) -> None:
-    await written(mongo, "exec-a", 3)
-    # The writer of version 3 died before its head: the head still shows version 2.
-    v2 = await collection(mongo, "execution_versions").find_one({"_id": "exec-a:000000000002"})
-    assert v2 is not None
-    await collection(mongo, "executions").replace_one(
-        {"_id": "exec-a"}, {k: v for k, v in v2.items() if k != "_id"}
+async def set_head(store: MongoStore, execution_id: str, version: int) -> None:
+    """The head as a writer that died (or was slow) would have left it."""
+    document = await collection(store, "execution_versions").find_one(
+        {"_id": f"{execution_id}:{version:012d}"}
     )
-    latest = await mongo.executions.get("proj-1", "exec-a")
-    assert latest is not None and latest.version == 3 and latest.epoch == 2
+    assert document is not None
+    await collection(store, "executions").replace_one(
+        {"_id": execution_id}, {k: v for k, v in document.items() if k != "_id"}
+    )
 
 
-async def test_an_execution_whose_head_was_never_written_is_read_from_its_log(
+async def head_version(store: MongoStore, execution_id: str) -> int | None:
+    head = await collection(store, "executions").find_one({"_id": execution_id})
+    return None if head is None else int(head["version"])
+
+
+def _counts() -> Counter[tuple[str, str]]:
+    counts: Counter[tuple[str, str]] = Counter()
+    for name in COLLECTIONS:
+        for command in COMMANDS:
+            value = REGISTRY.get_sample_value(
+                "interlock_store_command_seconds_count",
+                {"command": command, "collection": name},
+            )
+            counts[(name, command)] = int(value or 0)
+    return counts
+
+
+@contextmanager
+def counted() -> Iterator[Counter[tuple[str, str]]]:
+    """The commands sent inside the block, by (collection, command)."""
+    spent: Counter[tuple[str, str]] = Counter()
+    before = _counts()
+    yield spent
+    spent.update({k: n for k, n in (_counts() - before).items() if n})
+
+
+async def test_a_head_left_behind_by_a_dead_writer_is_read_past_and_repaired(
     mongo: MongoStore,
 ) -> None:
-    await written(mongo, "exec-b", 2)
-    await collection(mongo, "executions").delete_one({"_id": "exec-b"})
-    latest = await mongo.executions.get("proj-1", "exec-b")
-    assert latest is not None and latest.version == 2
+    await written(mongo, "exec-a", 3)
+    await set_head(mongo, "exec-a", 2)  # the writer of version 3 died before its head
+    latest = await mongo.executions.get("proj-1", "exec-a")
+    assert latest is not None and latest.version == 3 and latest.epoch == 2
+    assert await head_version(mongo, "exec-a") == 3
+
+
+async def test_an_execution_of_the_previous_layout_without_a_head_is_read_from_its_log(
+    mongo: MongoStore,
+) -> None:
+    # Before this layout, create inserted version 1 in the log, then the head; its creator died
+    # in between.
+    first = f.pending("exec-b").model_copy(update={"version": 1})
+    await collection(mongo, "execution_versions").insert_one(
+        {
+            "_id": "exec-b:000000000001",
+            "execution_id": "exec-b",
+            "project_id": "proj-1",
+            "version": 1,
+            "body": first.model_dump_json(),
+        }
+    )
+    assert await mongo.executions.get("proj-1", "exec-b") == first
+    assert await head_version(mongo, "exec-b") == 1
+    again, created = await mongo.executions.create(f.pending("exec-b"))
+    assert not created and again == first
+
+
+async def test_a_head_older_than_the_epoch_asked_for_is_read_past(mongo: MongoStore) -> None:
+    await written(mongo, "exec-f", 3)  # epochs 0, 1, 2
+    await set_head(mongo, "exec-f", 2)  # epoch 1: the writer of version 3 died before its head
+    behind = await mongo.executions.get("proj-1", "exec-f", min_epoch=1)
+    assert behind is not None and behind.version == 2  # as new as asked for: enough
+    latest = await mongo.executions.get("proj-1", "exec-f", min_epoch=2)
+    assert latest is not None and latest.version == 3 and latest.epoch == 2
+    assert await head_version(mongo, "exec-f") == 3
 
 
 async def test_the_head_never_goes_back(mongo: MongoStore) -> None:
-    await written(mongo, "exec-c", 3)
-    v1 = await collection(mongo, "execution_versions").find_one({"_id": "exec-c:000000000001"})
-    assert v1 is not None
-    # A slow writer of version 1 refreshing its head after version 3's writer did.
-    await mongo.executions._refresh_head(v1)
-    head = await collection(mongo, "executions").find_one({"_id": "exec-c"})
-    assert head is not None and head["version"] == 3
+    await written(mongo, "exec-c", 4)
+    v2 = await collection(mongo, "execution_versions").find_one({"_id": "exec-c:000000000002"})
+    assert v2 is not None
+    # A slow writer of version 2 writing its head after version 4's writer did: the head it
+    # replaced comes back newer, and it puts the newest back.
+    await mongo.executions._write_head(v2)
+    assert await head_version(mongo, "exec-c") == 4
 
 
-async def test_old_versions_are_pruned_by_id_but_the_first(mongo: MongoStore) -> None:
-    await written(mongo, "exec-d", 7)
-    kept = await collection(mongo, "execution_versions").distinct(
-        "version", {"execution_id": "exec-d"}
+async def test_an_ended_execution_keeps_every_versions_id_as_a_stub(mongo: MongoStore) -> None:
+    current = await written(mongo, "exec-d", 6)
+    ended = await mongo.executions.replace(
+        current, current.model_copy(update={"status": ExecutionStatus.COMPLETED})
     )
-    assert sorted(kept) == [1, 5, 6, 7]
+    assert ended is not None and ended.version == 7
+    versions = {
+        d["version"]: d
+        async for d in collection(mongo, "execution_versions").find({"execution_id": "exec-d"})
+    }
+    assert sorted(versions) == [2, 3, 4, 5, 6, 7]  # version 1 was the head's first content
+    assert "body" in versions[7]
+    for version in range(2, 7):
+        assert "body" not in versions[version] and versions[version]["superseded_by"] == 7
+    # A head left on an old version (a slow writer that died) is read past through the stubs.
+    await set_head(mongo, "exec-d", 7)
+    await collection(mongo, "executions").replace_one(
+        {"_id": "exec-d"}, {**{k: v for k, v in versions[7].items() if k != "_id"}, "version": 3}
+    )
+    assert await mongo.executions.get("proj-1", "exec-d") == ended
+    assert await mongo.executions.get("proj-1", "exec-d", min_epoch=0) is not None
+
+
+async def test_what_each_operation_costs(mongo: MongoStore) -> None:
+    with counted() as spent:
+        created, _ = await mongo.executions.create(f.pending("exec-e"))
+    assert spent == {("executions", "insert"): 1}
+
+    with counted() as spent:
+        assert await mongo.executions.get("proj-1", "exec-e", min_epoch=0) == created
+    assert spent == {("executions", "find"): 1}
+
+    with counted() as spent:
+        running = await mongo.executions.replace(
+            created, created.model_copy(update={"status": ExecutionStatus.RUNNING})
+        )
+    assert running is not None
+    assert spent == {("execution_versions", "insert"): 1, ("executions", "findAndModify"): 1}
+
+    with counted() as spent:
+        assert await mongo.executions.get("proj-1", "exec-e") == running
+    assert spent == {("executions", "find"): 1, ("execution_versions", "find"): 1}
+
+    with counted() as spent:
+        assert await mongo.executions.get("proj-1", "exec-e", min_epoch=0) == running
+    assert spent == {("executions", "find"): 1}
+
+    with counted() as spent:
+        assert await mongo.executions.replace(created, created) is None
+    assert spent == {("execution_versions", "insert"): 1}
+
+    with counted() as spent:
+        ended = await mongo.executions.replace(
+            running, running.model_copy(update={"status": ExecutionStatus.COMPLETED})
+        )
+    assert ended is not None
+    assert spent == {
+        ("execution_versions", "insert"): 1,
+        ("executions", "findAndModify"): 1,
+        ("execution_versions", "update"): 1,
+    }
+
+    with counted() as spent:
+        assert await mongo.decisions.holder("exec-e", 1) is None
+    assert spent == {("decision_claims", "find"): 1}

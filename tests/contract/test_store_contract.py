@@ -38,46 +38,112 @@ async def test_get_round_trips_exactly_and_is_scoped_by_project(store: Store) ->
 
 
 async def test_replace_is_a_compare_and_set_on_version(store: Store) -> None:
-    execution = f.pending("exec-c")
-    await store.executions.create(execution)
-    running = execution.model_copy(update={"status": ExecutionStatus.RUNNING, "version": 2})
-    assert await store.executions.replace(running, expected_version=1)
-    stale = execution.model_copy(update={"status": ExecutionStatus.ERROR, "version": 2})
-    assert not await store.executions.replace(stale, expected_version=1)
-    assert (await store.executions.get("proj-1", "exec-c")) == running
-    ghost = f.pending("never-created")
-    assert not await store.executions.replace(ghost, expected_version=1)
+    execution, _ = await store.executions.create(f.pending("exec-c"))
+    running = execution.model_copy(update={"status": ExecutionStatus.RUNNING})
+    stored = await store.executions.replace(execution, running)
+    assert stored == running.model_copy(update={"version": 2})
+    stale = execution.model_copy(update={"status": ExecutionStatus.ERROR})
+    assert await store.executions.replace(execution, stale) is None
+    assert (await store.executions.get("proj-1", "exec-c")) == stored
 
 
 async def test_concurrent_compare_and_set_has_one_winner(store: Store) -> None:
     """Many rounds: a race that is lost only sometimes must still be caught."""
     for round_ in range(30):
-        execution = f.pending(f"exec-race-{round_}")
-        await store.executions.create(execution)
+        execution, _ = await store.executions.create(f.pending(f"exec-race-{round_}"))
         candidates = [
             execution.model_copy(update={"requested_by": f"writer-{i}"}) for i in range(8)
         ]
         results = await asyncio.gather(
-            *(store.executions.replace(c, expected_version=1) for c in candidates)
+            *(store.executions.replace(execution, c) for c in candidates)
         )
-        assert sorted(results) == [False] * 7 + [True], f"round {round_}: {results}"
+        won = [r for r in results if r is not None]
+        assert len(won) == 1, f"round {round_}: {results}"
         stored = await store.executions.get("proj-1", execution.execution_id)
         assert stored is not None and stored.version == 2
-        winner = candidates[results.index(True)]
-        assert stored.requested_by == winner.requested_by
+        assert stored == won[0]
+        assert stored.requested_by == candidates[results.index(won[0])].requested_by
 
 
 async def test_versions_are_assigned_by_the_store(store: Store) -> None:
     execution = f.pending("exec-versions").model_copy(update={"version": 41})
     created, _ = await store.executions.create(execution)
     assert created.version == 1
-    for expected in range(1, 6):
-        assert await store.executions.replace(created, expected_version=expected)
-        stored = await store.executions.get("proj-1", "exec-versions")
-        assert stored is not None and stored.version == expected + 1
-    assert not await store.executions.replace(created, expected_version=3)
+    current = created
+    for expected in range(2, 7):
+        stored = await store.executions.replace(current, created)
+        assert stored is not None and stored.version == expected
+        assert await store.executions.get("proj-1", "exec-versions") == stored
+        current = stored
+    assert (
+        await store.executions.replace(created.model_copy(update={"version": 3}), created) is None
+    )
     listed = await store.executions.list("proj-1", "ws-1")
     assert [e.version for e in listed.items if e.execution_id == "exec-versions"] == [6]
+
+
+async def test_a_writer_holding_any_older_version_loses_even_after_the_end(store: Store) -> None:
+    """A writer may compare-and-set on a copy it kept (the orchestrator's, a head that trailed):
+    however many versions came after, and whatever the store did with the old ones once the
+    execution ended, its successor is never stored."""
+    execution, _ = await store.executions.create(f.pending("exec-old-copies"))
+    copies = [execution]
+    for status in (ExecutionStatus.RUNNING, ExecutionStatus.SUSPENDED, ExecutionStatus.RESUMING):
+        stored = await store.executions.replace(
+            copies[-1], copies[-1].model_copy(update={"status": status})
+        )
+        assert stored is not None
+        copies.append(stored)
+    ended = await store.executions.replace(
+        copies[-1], copies[-1].model_copy(update={"status": ExecutionStatus.COMPLETED})
+    )
+    assert ended is not None and ended.version == 5
+    for old in copies:
+        revived = old.model_copy(update={"status": ExecutionStatus.CANCELLED})
+        assert await store.executions.replace(old, revived) is None, f"from version {old.version}"
+    assert await store.executions.get("proj-1", "exec-old-copies") == ended
+    # Something recorded after the end (a rejected decision's audit entry, say) still goes in.
+    audited = await store.executions.replace(ended, ended.model_copy(update={"epoch": 9}))
+    assert audited is not None and audited.version == 6
+    assert await store.executions.get("proj-1", "exec-old-copies") == audited
+
+
+async def test_get_with_a_min_epoch_is_never_older_than_that_epoch(store: Store) -> None:
+    created, _ = await store.executions.create(f.pending("exec-epochs"))
+    current = created
+    for epoch in range(1, 4):
+        stored = await store.executions.replace(
+            current, current.model_copy(update={"epoch": epoch})
+        )
+        assert stored is not None
+        current = stored
+    for min_epoch in range(4):
+        found = await store.executions.get("proj-1", "exec-epochs", min_epoch=min_epoch)
+        assert found is not None and found.epoch >= min_epoch
+    assert await store.executions.get("proj-1", "exec-epochs", min_epoch=3) == current
+    assert await store.executions.get("other-project", "exec-epochs", min_epoch=0) is None
+    assert await store.executions.get("proj-1", "missing", min_epoch=0) is None
+
+
+async def test_get_with_min_epoch_0_is_any_stored_version(store: Store) -> None:
+    assert await store.executions.get("proj-1", "exec-any", min_epoch=0) is None
+    created, _ = await store.executions.create(f.pending("exec-any"))
+    assert await store.executions.get("proj-1", "exec-any", min_epoch=0) == created
+    assert await store.executions.get("other-project", "exec-any", min_epoch=0) is None
+    current = created
+    for epoch in range(1, 4):
+        stored = await store.executions.replace(
+            current, current.model_copy(update={"epoch": epoch})
+        )
+        assert stored is not None
+        current = stored
+    ended = await store.executions.replace(
+        current, current.model_copy(update={"status": ExecutionStatus.ERROR})
+    )
+    assert ended is not None
+    found = await store.executions.get("proj-1", "exec-any", min_epoch=0)
+    assert found is not None and 1 <= found.version <= ended.version
+    assert found.execution_id == "exec-any" and found.project_id == "proj-1"
 
 
 async def test_list_filters_by_scope_and_status_and_pages_oldest_first(store: Store) -> None:
@@ -131,12 +197,14 @@ async def test_decision_claim_has_exactly_one_holder(store: Store) -> None:
     assert await store.decisions.claim("exec-e", 2, claims[3]) == claims[3]
 
 
-async def test_sent_commands_are_remembered_idempotently(store: Store) -> None:
-    assert not await store.sent_commands.was_sent("exec-f:dispatch:1")
-    await store.sent_commands.mark_sent("exec-f:dispatch:1")
-    await store.sent_commands.mark_sent("exec-f:dispatch:1")
-    assert await store.sent_commands.was_sent("exec-f:dispatch:1")
-    assert not await store.sent_commands.was_sent("exec-f:dispatch:2")
+async def test_the_holder_of_a_claim_is_read_without_claiming(store: Store) -> None:
+    assert await store.decisions.holder("exec-h", 1) is None
+    assert await store.decisions.holder("exec-h", 1) is None  # reading took nothing
+    first = Claim("decision-a", '{"n": 1}')
+    assert await store.decisions.claim("exec-h", 1, first) == first
+    assert await store.decisions.holder("exec-h", 1) == first
+    assert await store.decisions.claim("exec-h", 1, Claim("decision-b", "{}")) == first
+    assert await store.decisions.holder("exec-h", 2) is None
 
 
 async def test_replicas_starting_together_publish_agent_versions_without_error(
@@ -149,12 +217,6 @@ async def test_replicas_starting_together_publish_agent_versions_without_error(
         await asyncio.gather(*(store.agent_versions.publish(v) for v in versions))
         stored = await store.agent_versions.get(f"agent-{round_}")
         assert stored is not None and stored.fingerprint in {v.fingerprint for v in versions}
-
-
-async def test_concurrent_marks_of_one_new_command_all_succeed(store: Store) -> None:
-    for round_ in range(5):
-        await asyncio.gather(*(store.sent_commands.mark_sent(f"cmd-{round_}") for _ in range(8)))
-        assert await store.sent_commands.was_sent(f"cmd-{round_}")
 
 
 async def test_undelivered_before_lists_pending_requests_left_undelivered(store: Store) -> None:
@@ -182,7 +244,7 @@ async def test_undelivered_before_lists_pending_requests_left_undelivered(store:
     late = await store.executions.get("proj-1", "ud-late")
     assert late is not None
     cleared = late.model_copy(update={"undelivered_since": None})
-    assert await store.executions.replace(cleared, expected_version=late.version)
+    assert await store.executions.replace(late, cleared) is not None
     assert [e.execution_id for e in await store.executions.undelivered_before(now)] == ["ud-older"]
 
 
@@ -195,7 +257,7 @@ async def test_count_by_status_counts_the_latest_version_across_projects(store: 
     pending = await store.executions.get("proj-1", "count-a")
     assert pending is not None
     running = pending.model_copy(update={"status": ExecutionStatus.RUNNING})
-    assert await store.executions.replace(running, expected_version=pending.version)
+    assert await store.executions.replace(pending, running) is not None
     assert await store.executions.count_by_status() == {
         ExecutionStatus.RUNNING: 1,
         ExecutionStatus.SUSPENDED: 2,
@@ -237,6 +299,6 @@ async def test_due_deadlines_lists_suspensions_past_their_next_deadline(store: S
     updated = stored.model_copy(
         update={"suspension": stored.suspension.model_copy(update={"deadlines": fired})}
     )
-    assert await store.executions.replace(updated, expected_version=stored.version)
+    assert await store.executions.replace(stored, updated) is not None
     due = await store.executions.due_deadlines(now)
     assert [e.execution_id for e in due] == ["dl-expired", "dl-other-project"]

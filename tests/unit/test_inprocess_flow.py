@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -107,9 +108,11 @@ async def test_redelivered_events_make_no_second_transition_or_dispatch(world: W
     assert [e["kind"] for e in read_all(world.ledger)] == ["refund"]
 
 
-async def test_a_redelivered_request_does_not_dispatch_again(tmp_path: Path) -> None:
-    """Orchestrator alone (no sandbox): the execution stays pending, so each redelivery of its
-    request would re-drive the dispatch if it had not been sent."""
+async def test_a_redelivered_request_sends_the_same_dispatch_again(tmp_path: Path) -> None:
+    """Orchestrator alone (no sandbox): the execution stays pending, and each redelivery of its
+    request re-drives the dispatch (it may have been lost to a crash after the write; nothing
+    records what was sent). It is the same command, which the sandbox recognises by its epoch;
+    the execution does not change."""
     settings = SandboxSettings(kafka_bootstrap_servers="unused:9092", topic_prefix="solo.")
     broker = create_broker(settings, "solo")
     store = InMemoryStore()
@@ -131,4 +134,7 @@ async def test_a_redelivered_request_does_not_dispatch_again(tmp_path: Path) -> 
             await broker.publish(encode_event(event), settings.topics.requested, key=b"solo-1")
     stored = await store.executions.get("p1", "solo-1")
     assert stored is not None and (stored.status, stored.epoch) == (ExecutionStatus.PENDING, 1)
-    assert len(dispatches) == 1
+    assert stored.version == 2
+    sent = [json.loads(d) for d in dispatches]
+    once = ("solo-1:dispatch:1", 1, "start")
+    assert [(d["event_id"], d["epoch"], d["kind"]) for d in sent] == [once] * 3

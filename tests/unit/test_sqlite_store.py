@@ -51,7 +51,7 @@ async def test_data_survives_closing_and_reopening_the_file(open_stores: OpenSto
     async with open_stores(1) as [store]:
         created, _ = await store.executions.create(execution)
         running = created.model_copy(update={"status": ExecutionStatus.RUNNING})
-        assert await store.executions.replace(running, expected_version=1)
+        assert await store.executions.replace(created, running) is not None
         await store.steps.put(step)
         key, secret = await create_key(store.api_keys, project_id="p1", role=Role.OWNER, name="k")
 
@@ -61,8 +61,9 @@ async def test_data_survives_closing_and_reopening_the_file(open_stores: OpenSto
         assert await reopened.steps.load("exec-durable") == {step.key: step}
         assert await authenticate(reopened.api_keys, secret) == key
         # The compare-and-set goes on from the stored version.
-        assert not await reopened.executions.replace(running, expected_version=1)
-        assert await reopened.executions.replace(running, expected_version=2)
+        assert await reopened.executions.replace(created, running) is None
+        assert stored is not None
+        assert await reopened.executions.replace(stored, running) is not None
 
 
 async def test_concurrent_replaces_through_several_connections_have_one_winner(
@@ -70,19 +71,19 @@ async def test_concurrent_replaces_through_several_connections_have_one_winner(
 ) -> None:
     async with open_stores(4) as stores:
         for round_ in range(10):
-            execution = f.pending(f"exec-race-{round_}")
-            await stores[0].executions.create(execution)
+            execution, _ = await stores[0].executions.create(f.pending(f"exec-race-{round_}"))
             candidates = [
                 execution.model_copy(update={"requested_by": f"writer-{i}"}) for i in range(32)
             ]
             results = await asyncio.gather(
                 *(
-                    stores[i % len(stores)].executions.replace(c, expected_version=1)
+                    stores[i % len(stores)].executions.replace(execution, c)
                     for i, c in enumerate(candidates)
                 )
             )
-            assert results.count(True) == 1, f"round {round_}: {results}"
-            winner = candidates[results.index(True)]
+            won = [i for i, r in enumerate(results) if r is not None]
+            assert len(won) == 1, f"round {round_}: {results}"
+            winner = candidates[won[0]]
             for store in stores:
                 stored = await store.executions.get("proj-1", execution.execution_id)
                 assert stored is not None and stored.version == 2

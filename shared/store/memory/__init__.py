@@ -4,7 +4,6 @@ imports only the ports; the contract suite (tests/contract) runs on it as on the
 from shared.store.memory.store import (
     InMemoryDecisionClaims,
     InMemoryExecutionStore,
-    InMemorySentCommands,
     InMemoryStepStore,
     InMemoryStore,
 )
@@ -12,7 +11,6 @@ from shared.store.memory.store import (
 __all__ = [
     "InMemoryDecisionClaims",
     "InMemoryExecutionStore",
-    "InMemorySentCommands",
     "InMemoryStepStore",
     "InMemoryStore",
 ]

@@ -43,18 +43,22 @@ class InMemoryExecutionStore:
         self._items[execution.execution_id] = first
         return first, True
 
-    async def get(self, project_id: str, execution_id: str) -> Execution | None:
+    async def get(
+        self, project_id: str, execution_id: str, *, min_epoch: int | None = None
+    ) -> Execution | None:
         found = self._items.get(execution_id)
         return found if found is not None and found.project_id == project_id else None
 
-    async def replace(self, execution: Execution, *, expected_version: int) -> bool:
-        current = self._items.get(execution.execution_id)
-        if current is None or current.version != expected_version:
-            return False
-        self._items[execution.execution_id] = execution.model_copy(
-            update={"version": expected_version + 1}
+    async def replace(self, current: Execution, successor: Execution) -> Execution | None:
+        if successor.execution_id != current.execution_id:
+            raise ValueError("a successor must be of the same execution")
+        stored = self._items.get(current.execution_id)
+        if stored is None or stored.version != current.version:
+            return None
+        self._items[current.execution_id] = successor.model_copy(
+            update={"version": current.version + 1}
         )
-        return True
+        return self._items[current.execution_id]
 
     async def list(
         self,
@@ -94,16 +98,8 @@ class InMemoryDecisionClaims:
     async def claim(self, execution_id: str, suspension_id: int, claim: Claim) -> Claim:
         return self._claims.setdefault((execution_id, suspension_id), claim)
 
-
-class InMemorySentCommands:
-    def __init__(self) -> None:
-        self._sent: set[str] = set()
-
-    async def was_sent(self, command_id: str) -> bool:
-        return command_id in self._sent
-
-    async def mark_sent(self, command_id: str) -> None:
-        self._sent.add(command_id)
+    async def holder(self, execution_id: str, suspension_id: int) -> Claim | None:
+        return self._claims.get((execution_id, suspension_id))
 
 
 class InMemoryStepStore:
@@ -113,6 +109,9 @@ class InMemoryStepStore:
     async def load(self, execution_id: str) -> dict[str, StepRecord]:
         return {k: r for k, r in self._records.items() if r.execution_id == execution_id}
 
+    async def get(self, key: str) -> StepRecord | None:
+        return self._records.get(key)
+
     async def put(self, record: StepRecord) -> StepRecord:
         return self._records.setdefault(record.key, record)
 
@@ -121,7 +120,6 @@ class InMemoryStore:
     def __init__(self) -> None:
         self.executions = InMemoryExecutionStore()
         self.decisions = InMemoryDecisionClaims()
-        self.sent_commands = InMemorySentCommands()
         self.steps = InMemoryStepStore()
         self.attempts = InMemoryAttemptLedger()
         self.agent_versions = InMemoryAgentVersions()

@@ -1,13 +1,12 @@
 """Executions on MongoDB: an insert-only log of versions (the compare-and-set), a head per
-execution for listing, decision claims and sent-command marks."""
+execution (its newest version, read by ``_id`` and listed), and decision claims."""
 
 from __future__ import annotations
 
-import contextlib
 from datetime import UTC, datetime
 from typing import Any
 
-from pymongo import ASCENDING, DESCENDING
+from pymongo import ASCENDING, DESCENDING, ReplaceOne
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
@@ -56,16 +55,22 @@ def _from_document(document: Document) -> Execution:
     return Execution.model_validate_json(document["body"])
 
 
-KEPT_VERSIONS = 3
+def _stub(execution: Execution, version: int) -> Document:
+    """What an old version of an ended execution is cut down to: its ``_id`` stays taken, and
+    it names the version that superseded it."""
+    return {
+        "schema_version": execution.schema_version,
+        "execution_id": execution.execution_id,
+        "version": version,
+        "superseded_by": execution.version,
+    }
 
-"""Older versions are pruned (but version 1); the audit trail inside each version keeps the full
-history."""
 
-HEAD_REFRESH_ATTEMPTS = 5
+HEAD_WRITE_ATTEMPTS = 5
 
 
 class MongoExecutionStore:
-    """Executions as an append-only log of versions, plus a head view for listing.
+    """Executions as an append-only log of versions, plus a head: each execution's newest version.
 
     The compare-and-set is an insert of the successor version under a unique ``_id``
     (``<execution>:<version>``): of concurrent writers exactly one succeeds, on every
@@ -73,9 +78,24 @@ class MongoExecutionStore:
     with a version in the filter) are not atomic on FerretDB 1.x: under concurrency several
     writers "win" (measured: 97 of 100 contended rounds), so they are not used for this.
 
-    Reads of one execution come from the log. ``executions`` holds each execution's latest version
-    for queries across executions (pending reviews); it is refreshed after every write and may
-    trail the log by a moment.
+    ``create`` is one insert, of the head (version 1 is the head's first content). A write is two
+    commands: the insert, then the head (``findAndModify`` by ``_id``, which hands back the head
+    it replaced). A read is two point reads: the head, then the version after it (normally
+    absent); one with ``min_epoch`` while the head is that new. Nothing on these paths filters
+    on anything but ``_id`` (FerretDB answers any other filter by scanning the collection).
+
+    - **The head may trail the log**, never lead it: between a writer's insert and its head
+      write, or for good if the writer dies in between. Reads therefore go on from the head
+      through the log while there is a next version (and then write the head they found
+      behind); a later write or read repairs it.
+    - **The head does not go back for long.** A slow writer can put an older version over a
+      newer head; the replaced head it gets back says so, and it puts the newest back at once.
+    - **No version's ``_id`` is ever freed.** When an execution ends, its older versions are cut
+      down to stubs naming the newest, in one ``update`` command; they are not deleted. A writer
+      that compare-and-sets on an old version (an orchestrator's cached copy, a trailing head)
+      must lose, however many versions came after: a deleted ``_id`` would let its insert
+      succeed and fork the execution. For the same reason ``create`` stays insert-if-absent
+      (the head's ``_id``) forever.
     """
 
     def __init__(self, database: AsyncDatabase[Document]) -> None:
@@ -101,99 +121,126 @@ class MongoExecutionStore:
         )
 
     async def create(self, execution: Execution) -> tuple[Execution, bool]:
+        # One insert: version 1 is the head's first content (it is in the log only for
+        # executions created before this layout). The head's ``_id`` is never freed, so create
+        # stays insert-if-absent for good, and the compare-and-set of version 2 is the insert of
+        # ``<execution>:2`` like any other. No head write to order: nobody else knows the
+        # execution before this returns (the gateway publishes the request afterwards).
         first = execution.model_copy(update={"version": 1})
-        document = {"_id": _version_id(first.execution_id, 1), **_scope_fields(first)}
         try:
-            await self._versions.insert_one(document)
+            await self._heads.insert_one({"_id": first.execution_id, **_scope_fields(first)})
         except DuplicateKeyError:
-            existing = await self._latest(execution.execution_id)
-            if existing is None:  # pruned below version 1 cannot happen: a bug, not a race
+            existing = await self._newest(execution.execution_id)
+            if existing is None:  # heads are never deleted: a bug, not a race
                 raise
             return _from_document(existing), False
-        await self._refresh_head(document)
         return first, True
 
-    async def get(self, project_id: str, execution_id: str) -> Execution | None:
-        latest = await self._latest(execution_id)
-        if latest is None or latest["project_id"] != project_id:
+    async def get(
+        self, project_id: str, execution_id: str, *, min_epoch: int | None = None
+    ) -> Execution | None:
+        if min_epoch is not None:
+            head = await self._heads.find_one({"_id": execution_id})
+            if head is not None:
+                execution = _from_document(head)
+                if execution.epoch >= min_epoch:
+                    return execution if execution.project_id == project_id else None
+            newest = await self._newest_from_head(execution_id, head)
+        else:
+            newest = await self._newest(execution_id)
+        if newest is None or newest["project_id"] != project_id:
             return None
-        return _from_document(latest)
+        return _from_document(newest)
 
-    async def replace(self, execution: Execution, *, expected_version: int) -> bool:
-        current = await self._versions.find_one(
-            {"_id": _version_id(execution.execution_id, expected_version)}, {"_id": 1}
-        )
-        if current is None:
-            return False
-        successor = execution.model_copy(update={"version": expected_version + 1})
+    async def replace(self, current: Execution, successor: Execution) -> Execution | None:
+        if successor.execution_id != current.execution_id:
+            raise ValueError("a successor must be of the same execution")
+        stored = successor.model_copy(update={"version": current.version + 1})
         document = {
-            "_id": _version_id(successor.execution_id, successor.version),
-            **_scope_fields(successor),
+            "_id": _version_id(stored.execution_id, stored.version),
+            **_scope_fields(stored),
         }
         try:
             await self._versions.insert_one(document)
         except DuplicateKeyError:
-            return False
-        await self._refresh_head(document)
-        # Version 1 is never pruned: its ``_id`` is what makes ``create`` insert-if-absent. Once
-        # it was gone, a repeated request (a redelivery, an invoke retried with its idempotency
-        # key, another project's event naming this id) created a second lineage of the id.
-        # Each write prunes the one version that fell out of the window, by ``_id``; a writer
-        # that dies first leaves that version behind (kept, never wrong: reads start at the head).
-        pruned = successor.version - KEPT_VERSIONS
-        if pruned > 1:
-            await self._versions.delete_one({"_id": _version_id(successor.execution_id, pruned)})
-        return True
+            return None
+        await self._write_head(document)
+        if stored.status.is_terminal:
+            await self._prune(stored)
+        return stored
 
-    async def _latest(self, execution_id: str) -> Document | None:
-        """The newest version, by point reads only (FerretDB answers a query on any field but
-        ``_id`` by scanning the whole collection: 50 to 140 ms at 300 versions under load,
-        against 3 to 5 ms by ``_id``): the head, then its successors while there are any. The
-        head trails the log by at most the writes in flight, which the successors cover."""
-        start = await self._heads.find_one({"_id": execution_id})
+    async def _newest(self, execution_id: str) -> Document | None:
+        return await self._newest_from_head(
+            execution_id, await self._heads.find_one({"_id": execution_id})
+        )
+
+    async def _newest_from_head(self, execution_id: str, head: Document | None) -> Document | None:
+        """The newest version: the head, then the versions after it while there are any (one
+        miss when the head is current). A head found behind is written. (Without a head there
+        is no execution, but for one created before this layout, whose creator died between
+        its version 1 and its head: that is read from the log and its head written.)"""
+        start = head or await self._versions.find_one({"_id": _version_id(execution_id, 1)})
         if start is None:
-            # No head yet (its creator died before writing it): the log from its first version.
-            start = await self._versions.find_one({"_id": _version_id(execution_id, 1)})
-            if start is None:
-                return None
-        return await self._successors_of(start)
+            return None
+        newest = await self._after(start)
+        if head is None or newest["version"] != head["version"]:
+            await self._write_head(newest)
+        return newest
 
-    async def _successors_of(self, document: Document) -> Document:
+    async def _after(self, document: Document) -> Document:
+        """The newest version from ``document`` on."""
+        document = await self._whole(document)
         while True:
             successor = await self._versions.find_one(
                 {"_id": _version_id(document["execution_id"], document["version"] + 1)}
             )
             if successor is None:
                 return document
-            document = successor
+            document = await self._whole(successor)
 
-    async def _refresh_head(self, document: Document) -> None:
-        """Point the head at the newest version, starting from the one just written. The head
-        does not go back: a head already as new is left alone (compared here, since FerretDB
-        scans the collection for any filter on ``_id`` plus another field). Two writers racing
-        between that read and their write may still set an older head; each then carries it
-        forward to any successor written meanwhile, so the head ends at the newest version."""
-        execution_id = document["execution_id"]
-        for _ in range(HEAD_REFRESH_ATTEMPTS):
-            head = await self._heads.find_one({"_id": execution_id}, {"version": 1})
-            if head is not None and head["version"] >= document["version"]:
-                if head["version"] > document["version"]:
-                    newer = await self._versions.find_one(
-                        {"_id": _version_id(execution_id, head["version"])}
-                    )
-                    document = newer if newer is not None else document
-            else:
-                fields = {k: v for k, v in document.items() if k != "_id"}
-                try:
-                    await self._heads.replace_one({"_id": execution_id}, fields, upsert=True)
-                except DuplicateKeyError:
-                    continue  # a concurrent writer inserted the head first: compare again
-            successor = await self._versions.find_one(
-                {"_id": _version_id(execution_id, document["version"] + 1)}
+    async def _whole(self, document: Document) -> Document:
+        """``document`` itself, or for a stub the version that superseded it."""
+        while "superseded_by" in document:
+            newer = await self._versions.find_one(
+                {"_id": _version_id(document["execution_id"], document["superseded_by"])}
             )
-            if successor is None:
+            if newer is None:  # a stub names a version inserted before it: a bug, not a race
+                raise RuntimeError(f"{document['_id']} names a missing version")
+            document = newer
+        return document
+
+    async def _write_head(self, document: Document) -> None:
+        """Point the head at ``document``. The head it replaced comes back in the same command:
+        when it was newer (this writer was slow, another wrote meanwhile), the newest version
+        is put back. Two writes racing inside the server can still leave an older head (FerretDB
+        reads and writes back); reads go past a trailing head, and the next write or read
+        repairs it."""
+        execution_id = document["execution_id"]
+        for _ in range(HEAD_WRITE_ATTEMPTS):
+            fields = {k: v for k, v in document.items() if k != "_id"}
+            try:
+                replaced = await self._heads.find_one_and_replace(
+                    {"_id": execution_id}, fields, upsert=True
+                )
+            except DuplicateKeyError:
+                continue  # a concurrent first write of this head inserted it: write again
+            if replaced is None or replaced["version"] <= document["version"]:
                 return
-            document = successor
+            document = await self._after(replaced)
+
+    async def _prune(self, ended: Execution) -> None:
+        """Cut every version before ``ended`` down to a stub, in one command (a bulk write of
+        one kind is one command on the wire; version 1 is in the log only for executions of the
+        previous layout, and its statement matches nothing otherwise). A writer that dies first
+        leaves them whole: kept, never wrong."""
+        if ended.version > 1:
+            await self._versions.bulk_write(
+                [
+                    ReplaceOne({"_id": _version_id(ended.execution_id, v)}, _stub(ended, v))
+                    for v in range(1, ended.version)
+                ],
+                ordered=False,
+            )
 
     async def due_deadlines(self, now: datetime, *, limit: int = 100) -> list[Execution]:
         found = (
@@ -269,25 +316,13 @@ class MongoDecisionClaims:
             )
             return claim
         except DuplicateKeyError:
-            holder = await self._collection.find_one({"_id": key})
-            if holder is None:
+            holder = await self.holder(execution_id, suspension_id)
+            if holder is None:  # claims are never deleted: a bug, not a race
                 raise
-            return Claim(decision_id=str(holder["decision_id"]), payload=str(holder["payload"]))
+            return holder
 
-
-class MongoSentCommands:
-    """One tiny document per published command, keyed by the command's deterministic id."""
-
-    def __init__(self, database: AsyncDatabase[Document]) -> None:
-        self._collection = database["sent_commands"]
-
-    async def was_sent(self, command_id: str) -> bool:
-        return await self._collection.find_one({"_id": command_id}, {"_id": 1}) is not None
-
-    async def mark_sent(self, command_id: str) -> None:
-        # Concurrent upserts of one new _id can both try the insert; the loser's duplicate key
-        # error means the mark is there, which is all this asks.
-        with contextlib.suppress(DuplicateKeyError):
-            await self._collection.update_one(
-                {"_id": command_id}, {"$setOnInsert": {"sent": True}}, upsert=True
-            )
+    async def holder(self, execution_id: str, suspension_id: int) -> Claim | None:
+        found = await self._collection.find_one({"_id": f"{execution_id}:{suspension_id}"})
+        if found is None:
+            return None
+        return Claim(decision_id=str(found["decision_id"]), payload=str(found["payload"]))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pymongo import AsyncMongoClient
+from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import PyMongoError
 
 from shared.store.errors import StoreUnavailable
@@ -12,11 +13,7 @@ from shared.store.mongo.agent_versions import MongoAgentVersions
 from shared.store.mongo.api_keys import MongoApiKeys
 from shared.store.mongo.approvals import MongoApprovals
 from shared.store.mongo.attempts import MongoAttemptLedger
-from shared.store.mongo.executions import (
-    MongoDecisionClaims,
-    MongoExecutionStore,
-    MongoSentCommands,
-)
+from shared.store.mongo.executions import MongoDecisionClaims, MongoExecutionStore
 from shared.store.mongo.links import MongoSpentLinks
 from shared.store.mongo.notifications import MongoNotifications
 from shared.store.mongo.progress import MongoProgressLog
@@ -33,7 +30,6 @@ class MongoStore:
         database = client[database_name]
         self.executions = MongoExecutionStore(database)
         self.decisions = MongoDecisionClaims(database)
-        self.sent_commands = MongoSentCommands(database)
         self.steps = MongoStepStore(database)
         self.attempts = MongoAttemptLedger(database)
         self.agent_versions = MongoAgentVersions(database)
@@ -67,6 +63,12 @@ class MongoStore:
             event_listeners=[CommandWatch(slow_command_ms)],
         )
         return cls(client, database_name)
+
+    @property
+    def database(self) -> AsyncDatabase[Document]:
+        """The database, for adapters of other ports on the same client (the sandbox's
+        LangGraph checkpointer)."""
+        return self._client[self._database_name]
 
     async def ensure_indexes(self) -> None:
         await self.executions.ensure_indexes()

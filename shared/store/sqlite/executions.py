@@ -1,4 +1,4 @@
-"""Executions, decision claims and sent commands on SQLite."""
+"""Executions and decision claims on SQLite."""
 
 from __future__ import annotations
 
@@ -29,8 +29,6 @@ CREATE TABLE IF NOT EXISTS decision_claims (
     payload TEXT NOT NULL,
     PRIMARY KEY (execution_id, suspension_id)
 );
-
-CREATE TABLE IF NOT EXISTS sent_commands (command_id TEXT PRIMARY KEY);
 """
 
 
@@ -77,22 +75,26 @@ class SqliteExecutionStore:
             raise RuntimeError(f"execution {execution.execution_id} vanished after a conflict")
         return Execution.model_validate_json(row["body"]), False
 
-    async def get(self, project_id: str, execution_id: str) -> Execution | None:
+    async def get(
+        self, project_id: str, execution_id: str, *, min_epoch: int | None = None
+    ) -> Execution | None:
         row = await self._db.fetch_one(
             "SELECT body FROM executions WHERE execution_id = ? AND project_id = ?",
             (execution_id, project_id),
         )
         return Execution.model_validate_json(row["body"]) if row is not None else None
 
-    async def replace(self, execution: Execution, *, expected_version: int) -> bool:
-        successor = execution.model_copy(update={"version": expected_version + 1})
-        execution_id, *columns = _row(successor)
+    async def replace(self, current: Execution, successor: Execution) -> Execution | None:
+        if successor.execution_id != current.execution_id:
+            raise ValueError("a successor must be of the same execution")
+        stored = successor.model_copy(update={"version": current.version + 1})
+        execution_id, *columns = _row(stored)
         changed = await self._db.execute(
             "UPDATE executions SET project_id = ?, workspace_id = ?, status = ?, version = ?,"
             " created_key = ?, body = ? WHERE execution_id = ? AND version = ?",
-            (*columns, execution_id, expected_version),
+            (*columns, execution_id, current.version),
         )
-        return changed == 1
+        return stored if changed == 1 else None
 
     async def due_deadlines(self, now: datetime, *, limit: int = 100) -> list[Execution]:
         # The dev store holds few suspended executions: read them and pick in Python rather
@@ -168,28 +170,17 @@ class SqliteDecisionClaims:
         )
         if inserted:
             return claim
-        holder = await self._db.fetch_one(
-            "SELECT decision_id, payload FROM decision_claims"
-            " WHERE execution_id = ? AND suspension_id = ?",
-            key,
-        )
+        holder = await self.holder(execution_id, suspension_id)
         if holder is None:  # claims are never deleted: a bug, not a race
             raise RuntimeError(f"the claim on {key} vanished after a conflict")
-        return Claim(decision_id=holder["decision_id"], payload=holder["payload"])
+        return holder
 
-
-class SqliteSentCommands:
-    def __init__(self, database: Database) -> None:
-        self._db = database
-
-    async def was_sent(self, command_id: str) -> bool:
+    async def holder(self, execution_id: str, suspension_id: int) -> Claim | None:
         row = await self._db.fetch_one(
-            "SELECT 1 FROM sent_commands WHERE command_id = ?", (command_id,)
+            "SELECT decision_id, payload FROM decision_claims"
+            " WHERE execution_id = ? AND suspension_id = ?",
+            (execution_id, suspension_id),
         )
-        return row is not None
-
-    async def mark_sent(self, command_id: str) -> None:
-        await self._db.execute(
-            "INSERT INTO sent_commands (command_id) VALUES (?) ON CONFLICT DO NOTHING",
-            (command_id,),
+        return (
+            None if row is None else Claim(decision_id=row["decision_id"], payload=row["payload"])
         )

@@ -25,7 +25,6 @@ class SqliteStore:
         self._db = database
         self.executions = executions.SqliteExecutionStore(database)
         self.decisions = executions.SqliteDecisionClaims(database)
-        self.sent_commands = executions.SqliteSentCommands(database)
         self.steps = steps.SqliteStepStore(database)
         self.attempts = steps.SqliteAttemptLedger(database)
         self.agent_versions = agent_versions.SqliteAgentVersions(database)
