@@ -217,6 +217,10 @@ class DecisionSubmitted(ExecutionScope):
     )
     """Approvals of this answer that no longer counted when the quorum was checked, each with
     why (an API key revoked since it approved)."""
+    claimed: bool = Field(default=False, exclude_if=lambda v: not v)
+    """The producer took the suspension's one decision claim for this decision before
+    publishing it (the gateway does), so the orchestrator need not look. Leave it unset
+    otherwise: the orchestrator then takes the claim, and a decision that loses it is rejected."""
 
     @model_validator(mode="after")
     def _one_form(self) -> DecisionSubmitted:

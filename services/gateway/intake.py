@@ -315,18 +315,25 @@ class Intake:
                 interrupt_id=answer.interrupt_id,
                 suspension_id=answer.generation,
             )
-        except NotSuspended:
+        except NotSuspended as exc:
             last = execution.last_decision
             moved_on = not execution.status.is_terminal
-            if moved_on and last is not None and answer.generation in (None, last.suspension_id):
-                # The suspension was just decided and the execution is resuming: a conflict,
-                # naming the winner (once it ends, the answer is plainly "not suspended").
-                who = last.reviewer or "an anonymous reviewer"
-                raise DecisionConflict(
-                    f"suspension {last.suspension_id} was already decided: {last.decision}"
-                    f" (decision {last.decision_id}, by {who})",
-                    _winner(last.decision_id, last.decision, last.decisions, last.reviewer),
-                ) from None
+            answers_last = last is not None and answer.generation in (None, last.suspension_id)
+            if last is not None and answers_last:
+                taken = _winner(last.decision_id, last.decision, last.decisions, last.reviewer)
+                if moved_on:
+                    # The suspension was just decided and the execution is resuming: a
+                    # conflict, naming the winner.
+                    who = last.reviewer or "an anonymous reviewer"
+                    raise DecisionConflict(
+                        f"suspension {last.suspension_id} was already decided: {last.decision}"
+                        f" (decision {last.decision_id}, by {who})",
+                        taken,
+                    ) from None
+                # Once it ends the answer is "not suspended", still naming the decision that
+                # took the suspension: one that lost a race to it may be answered after the
+                # end (the run after a decision can be that quick).
+                exc.winner = taken
             raise
         await self._agent_versions.check(execution)
         assert execution.suspension is not None
@@ -390,6 +397,7 @@ class Intake:
             reviewer=reviewer.label if reviewer else None,
             approvers=[a.reviewer for a in approvers] or None,
             discounted_approvers=discounted or None,
+            claimed=True,  # taken just below; a decision that loses it is never published
         )
         holder = await self._store.decisions.claim(
             execution_id, suspension_id, Claim(event.decision_id, event.model_dump_json())

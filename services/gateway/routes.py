@@ -292,7 +292,10 @@ def build_router(
         except StaleSuspension as exc:
             raise Problem(409, "stale-generation", "Stale generation", str(exc)) from exc
         except NotSuspended as exc:
-            raise Problem(409, "not-suspended", "Execution is not suspended", str(exc)) from exc
+            named = {"winning_decision": exc.winner} if exc.winner is not None else {}
+            raise Problem(
+                409, "not-suspended", "Execution is not suspended", str(exc), **named
+            ) from exc
         except DecisionConflict as exc:
             raise Problem(
                 409,

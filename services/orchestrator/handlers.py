@@ -161,9 +161,11 @@ class Orchestrator:
         raise ConcurrencyConflict(f"execution {event.execution_id} kept changing")
 
     async def _claim(self, event: DecisionSubmitted, suspension_id: int) -> Claim:
-        """The claim holding the suspension's one decision: normally the gateway took it before
-        publishing the event (one read); a producer publishing to the topic directly has it
-        taken here."""
+        """The claim holding the suspension's one decision: the gateway took it before
+        publishing the event and says so (``claimed``: nothing read); a producer publishing to
+        the topic directly has it read, or taken here."""
+        if event.claimed:
+            return Claim(event.decision_id, "")
         held = await self._store.decisions.holder(event.execution_id, suspension_id)
         if held is not None:
             return held

@@ -7,7 +7,6 @@ from typing import Any
 import structlog
 
 from services.sandbox.runner import (
-    JUST_CHECKED_SECONDS,
     AgentRunner,
     Completed,
     Failed,
@@ -99,7 +98,8 @@ class Sandbox:
                 run_span.set_attribute("interlock.outcome", type(outcome).__name__)
             fault_point("sandbox.before_report")
             if attempt is not None:
-                await self._runner.ensure_current(attempt, within=JUST_CHECKED_SECONDS)
+                # Always read: a newer attempt may have begun while this one ran.
+                await self._runner.ensure_current(attempt)
         except Fenced as exc:
             # A newer attempt (another replica) owns this run now; it reports, we must not.
             log.warning("dispatch.fenced", reason=str(exc))

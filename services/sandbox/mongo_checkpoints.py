@@ -7,12 +7,15 @@ and within a run (``run_scope``) this saver answers reads of the thread from wha
 wrote instead of the database. Every command is by ``_id`` (FerretDB scans a collection for any
 other filter):
 
-- ``checkpoints``: one document per checkpoint, LangGraph's fields, ``_id`` from (thread,
-  namespace, id): history, ``alist`` and reads of a given checkpoint;
-- ``checkpoint_heads``: per (thread, namespace) a copy of its newest checkpoint: the latest is
-  one read. Written after the checkpoint, so a reader that finds the head finds the document;
-  it also keeps what the run asks to keep with it (``run_scope``'s ``extra``: the sandbox's step
-  index, services/sandbox/step_index.py);
+- ``checkpoint_heads``: per (thread, namespace) its newest checkpoint, LangGraph's fields: the
+  latest is one read, and a put is one ``findAndModify`` that returns the head it replaced. The
+  head also keeps what the run asks to keep with it (``run_scope``'s ``extra``: the sandbox's
+  step index and the attempt that wrote it, services/sandbox/step_index.py), and the run's
+  ``guard`` judges the head it replaced: a superseded attempt finds a newer attempt's head
+  there, puts it back and stops (``Fenced``), so a checkpoint write fences itself;
+- ``checkpoints``: the checkpoints a head replaced, one document each, ``_id`` from (thread,
+  namespace, id): history, ``alist`` and reads of a given checkpoint. Archived when the next put
+  replaces them (a crash in between loses that entry of the history, never the newest);
 - ``checkpoint_write_sets``: per ``put_writes`` call, one insert-only document holding its
   writes, numbered 0, 1, 2... per checkpoint. LangGraph writes a checkpoint's writes from
   concurrent calls and FerretDB makes only an insert under a new ``_id`` atomic, so a call never
@@ -46,8 +49,11 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
 )
 from langgraph.checkpoint.mongodb.utils import dumps_metadata, loads_metadata
+from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
+
+from shared.errors import Fenced
 
 CHECKPOINTS = "checkpoints"
 HEADS = "checkpoint_heads"
@@ -100,6 +106,8 @@ class _Run:
     """Heads this run read from the database (None: the thread had none)."""
     extra: Callable[[], dict[str, Any]] | None = None
     """What the run keeps with its thread's head (the sandbox's step index)."""
+    guard: Callable[[dict[str, Any] | None], bool] | None = None
+    """Given what the head this run's put replaced kept (``extra``), may this run's stand?"""
 
 
 _run: contextvars.ContextVar[_Run | None] = contextvars.ContextVar(
@@ -108,12 +116,16 @@ _run: contextvars.ContextVar[_Run | None] = contextvars.ContextVar(
 
 
 @contextlib.contextmanager
-def run_scope(extra: Callable[[], dict[str, Any]] | None = None) -> Iterator[None]:
+def run_scope(
+    extra: Callable[[], dict[str, Any]] | None = None,
+    guard: Callable[[dict[str, Any] | None], bool] | None = None,
+) -> Iterator[None]:
     """Within: the one run that owns its threads (the sandbox fences every other) reads each
     thread from the database at most once; its own writes are read back from memory. ``extra``
     is called at each checkpoint the run writes, and what it returns is kept with the thread's
-    head (``head_extra`` reads it back in the next run)."""
-    token = _run.set(_Run(extra=extra))
+    head (``head_extra`` reads it back in the next run); ``guard`` is asked, at each of them,
+    whether the run's checkpoint may replace the head it replaced (see the module docstring)."""
+    token = _run.set(_Run(extra=extra, guard=guard))
     try:
         yield
     finally:
@@ -173,15 +185,30 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
             "checkpoint": serialized,
             "metadata": dumps_metadata(self.serde, get_checkpoint_metadata(config, metadata)),
         }
-        await self._checkpoints.replace_one(
-            {"_id": key_of(thread_id, checkpoint_ns, checkpoint_id)}, document, upsert=True
-        )
-        # After the checkpoint: a reader that finds the head finds the checkpoint too.
         run = _run.get()
         head = document
         if run is not None and run.extra is not None:
             head = {**document, "interlock": run.extra()}
-        await self._heads.replace_one({"_id": key_of(thread_id, checkpoint_ns)}, head, upsert=True)
+        head_id = key_of(thread_id, checkpoint_ns)
+        replaced = await self._heads.find_one_and_replace(
+            {"_id": head_id}, head, upsert=True, return_document=ReturnDocument.BEFORE
+        )
+        guard = run.guard if run is not None else None
+        if replaced is not None and guard is not None and not guard(replaced.get("interlock")):
+            # A newer attempt wrote it: theirs goes back, and this run stops here.
+            await self._heads.replace_one({"_id": head_id}, replaced)
+            raise Fenced(f"checkpoint of {thread_id}: a newer attempt wrote the thread's head")
+        if (
+            replaced is not None
+            and "checkpoint" in replaced
+            and replaced["checkpoint_id"] != checkpoint_id
+        ):
+            archived = {k: v for k, v in replaced.items() if k not in ("_id", "interlock")}
+            await self._checkpoints.replace_one(
+                {"_id": key_of(thread_id, checkpoint_ns, str(replaced["checkpoint_id"]))},
+                archived,
+                upsert=True,
+            )
         if run is not None:
             # The same object the checkpoint's writes went to: LangGraph may store them
             # concurrently with the checkpoint, and a write finishing after this must land here.
@@ -294,9 +321,7 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
                     {"_id": key_of(thread_id, checkpoint_ns, str(document["checkpoint_id"]))}
                 )
         else:
-            document = await self._checkpoints.find_one(
-                {"_id": key_of(thread_id, checkpoint_ns, _identifier(wanted, "checkpoint_id"))}
-            )
+            document = await self._by_id(thread_id, checkpoint_ns, _identifier(wanted, "id"))
         if document is None:
             return None
         document.pop("_id", None)
@@ -323,8 +348,12 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
             if get_checkpoint_id(config) is not None:
                 query["checkpoint_id"] = _identifier(get_checkpoint_id(config), "checkpoint_id")
         before_id = get_checkpoint_id(before) if before is not None else None
-        documents = [d async for d in self._checkpoints.find(query)]
-        documents.sort(key=lambda d: str(d["checkpoint_id"]), reverse=True)
+        found: dict[tuple[str, str, str], Document] = {}
+        for collection in (self._checkpoints, self._heads):
+            async for d in collection.find(query):
+                if "checkpoint" in d:  # heads of the point-read saver hold an id only
+                    found[(d["thread_id"], d["checkpoint_ns"], str(d["checkpoint_id"]))] = d
+        documents = sorted(found.values(), key=lambda d: str(d["checkpoint_id"]), reverse=True)
         emitted = 0
         for document in documents:
             if before_id is not None and str(document["checkpoint_id"]) >= before_id:
@@ -335,9 +364,24 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
             if limit is not None and emitted >= limit:
                 return
             document.pop("_id", None)
+            document.pop("interlock", None)
             writes, _ = await self._writes_of(document)
             emitted += 1
             yield self._tuple(document, writes)
+
+    async def _by_id(
+        self, thread_id: str, checkpoint_ns: str, checkpoint_id: str
+    ) -> Document | None:
+        """A given checkpoint: archived, or the newest, which only its head holds."""
+        archived = await self._checkpoints.find_one(
+            {"_id": key_of(thread_id, checkpoint_ns, checkpoint_id)}
+        )
+        if archived is not None:
+            return archived
+        head = await self._heads.find_one({"_id": key_of(thread_id, checkpoint_ns)})
+        if head is not None and head.get("checkpoint_id") == checkpoint_id and "checkpoint" in head:
+            return head
+        return None
 
     async def _writes_of(self, document: Document) -> tuple[list[Document], int]:
         """A checkpoint's pending writes, merged in call order, and the next free set number."""

@@ -66,14 +66,12 @@ from shared.store.progress import ProgressLog
 Graph = Pregel[Any, Any, Any, Any]
 
 
-STEP_FENCE_SECONDS = 1.0
-"""Before storing a step, a check that the attempt is current made this recently stands. A
-superseded attempt's step write is harmless (the first write of a key wins for every attempt);
-the check only stops a superseded run early, so a second's delay is fine."""
-JUST_CHECKED_SECONDS = 0.05
-"""Before a checkpoint write or a report, only a check made just now stands: a superseded run
-must not overwrite the thread's checkpoint nor report. LangGraph writes a run's pending writes
-and its checkpoint back to back, and the report follows at once: one check covers the three."""
+FENCE_RECHECK_SECONDS = 2.0
+"""Before storing a step or a checkpoint, a check that the attempt is current made this recently
+stands. Neither write needs it to be safe: the first write of a step's key wins for every
+attempt, and a checkpoint write fences itself (the head it replaces says which attempt wrote it:
+services/sandbox/mongo_checkpoints.py). The check stops a superseded run early; before a report
+it is always made (services/sandbox/handlers.py)."""
 MAX_VERIFIED = 10_000
 
 
@@ -230,7 +228,7 @@ class AgentRunner:
         # graph's own, the outcome's) are answered from what it read and wrote. Its checkpoint
         # keeps the execution's steps, so the next run reads them with it (no query by fields).
         index = StepIndex()
-        with checkpoint_run_scope(extra=index.kept):
+        with checkpoint_run_scope(extra=index.kept, guard=index.may_replace):
             return await self._run(dispatch, custom_headers, index)
 
     async def _run(
@@ -269,11 +267,8 @@ class AgentRunner:
             number if number is not None else await self._begin(dispatch),
         )
 
-        async def step_fence() -> None:
-            await self.ensure_current(attempt, within=STEP_FENCE_SECONDS)
-
-        async def checkpoint_fence() -> None:
-            await self.ensure_current(attempt, within=JUST_CHECKED_SECONDS)
+        async def fence() -> None:
+            await self.ensure_current(attempt, within=FENCE_RECHECK_SECONDS)
 
         known = StepIndex.read(head_extra(dispatch.execution_id))
         steps = await StepRun.open(
@@ -282,7 +277,7 @@ class AgentRunner:
             attempt=attempt.number,
             store=self._steps,
             max_result_bytes=self._max_step_result_bytes,
-            fence=step_fence,
+            fence=fence,
             known=known,
             # An earlier attempt of this epoch may have stored steps and died before its
             # checkpoint: look up what the index does not list.
@@ -302,7 +297,7 @@ class AgentRunner:
             # hosts, so a small skew shows; it is never negative here).
             waited = (datetime.now(UTC) - resume.decided_at).total_seconds()
             metrics.DECISION_TO_RESUME_SECONDS.observe(max(0.0, waited))
-        token = current_fence.set(checkpoint_fence)
+        token = current_fence.set(fence)
         try:
             with step_run(steps):
                 async with asyncio.timeout(self._run_timeout):
@@ -337,7 +332,7 @@ class AgentRunner:
     async def ensure_current(self, attempt: Attempt, *, within: float = 0.0) -> None:
         """Raise ``Fenced`` when a newer attempt took the run over (a rebalance gave its dispatch
         to another replica, which began a newer attempt). A check of this attempt made less than
-        ``within`` seconds ago stands (see ``STEP_FENCE_SECONDS``, ``JUST_CHECKED_SECONDS``);
+        ``within`` seconds ago stands (see ``FENCE_RECHECK_SECONDS``);
         no check closes the window between itself and the write it guards anyway."""
         now = time.monotonic()
         last = self._verified.get(attempt)

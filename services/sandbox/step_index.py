@@ -1,6 +1,7 @@
-"""The step index a run keeps with its checkpoint: the execution's durable steps, so the next run
-gets them with the checkpoint it reads anyway, instead of a query by ``execution_id`` (FerretDB
-scans a collection for any filter but ``_id``).
+"""What a run keeps with its checkpoint: the execution's durable steps, so the next run gets them
+with the checkpoint it reads anyway, instead of a query by ``execution_id`` (FerretDB scans a
+collection for any filter but ``_id``), and the attempt that wrote it, so a superseded attempt
+that writes over a newer one's checkpoint finds out, puts it back and stops (``may_replace``).
 
 Each step is still stored on its own the moment it completes (``shared/steps.py``): the index is
 a copy for reading, written with the checkpoint when the run exits. A run that died before its
@@ -33,10 +34,19 @@ class StepIndex:
         then loads them by query)."""
         if self.run is None:
             return {"steps": None}
+        attempt = [self.run.epoch, self.run.attempt]
         steps = [record.model_dump(mode="json") for record in list(self.run.cache.values())]
         if len(json.dumps(steps)) > MAX_INDEX_BYTES:
-            return {"steps": None}
-        return {"steps": steps}
+            return {"steps": None, "attempt": attempt}
+        return {"steps": steps, "attempt": attempt}
+
+    def may_replace(self, kept: dict[str, Any] | None) -> bool:
+        """May this run's checkpoint replace a head that kept ``kept``? Not one a newer attempt
+        (of this epoch or a later one) wrote: this run was superseded."""
+        theirs = (kept or {}).get("attempt")
+        if self.run is None or not isinstance(theirs, list) or len(theirs) != 2:
+            return True
+        return (int(theirs[0]), int(theirs[1])) <= (self.run.epoch, self.run.attempt)
 
     @staticmethod
     def read(kept: dict[str, Any] | None) -> dict[str, StepRecord] | None:

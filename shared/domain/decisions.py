@@ -6,6 +6,8 @@ on every ``decision.submitted`` event, because outside producers publish there d
 
 from __future__ import annotations
 
+from typing import Any
+
 from shared.domain.execution import Execution, ExecutionStatus
 from shared.domain.review import DecisionNotInList, Resolution, ReviewError, resolve
 from shared.domain.versions import AgentVersion
@@ -25,6 +27,8 @@ class NotSuspended(DecisionError):
     def __init__(self, status: ExecutionStatus) -> None:
         super().__init__(f"execution is {status.value}, not suspended; nothing to decide")
         self.status = status
+        self.winner: dict[str, Any] | None = None
+        """The decision that took the suspension the answer named, when it is known."""
 
 
 class StaleSuspension(DecisionError):

@@ -37,9 +37,10 @@ async def test_fifty_concurrent_resumes_one_wins_the_rest_name_the_winner(api: A
     assert codes == [202] + [409] * 49, codes
     winner = next(r for r in responses if r.status_code == 202).json()
     losers = [r.json() for r in responses if r.status_code == 409]
-    assert all(p["type"].endswith("/decision-conflict") for p in losers), {
-        p["type"] for p in losers
-    }
+    # A loser answered while the execution resumes is a conflict; one answered after the run
+    # that followed the decision ended (it can be that quick) is "not suspended". Both name
+    # the same winner.
+    assert {p["type"].rsplit("/", 1)[1] for p in losers} <= {"decision-conflict", "not-suspended"}
     assert {p["winning_decision"]["decision"] for p in losers} == {winner["decision"]}
     assert len({p["winning_decision"]["decision_id"] for p in losers}) == 1
     done = await api.wait_for(execution_id, "completed", "error")

@@ -41,6 +41,7 @@ EXPECTED: dict[str, type[BaseModel]] = {
     "decision.submitted.v1.json": DecisionSubmitted,
     "decision.submitted.v1.actions.json": DecisionSubmitted,
     "decision.submitted.v1.discounted-approvers.json": DecisionSubmitted,
+    "decision.submitted.v1.claimed.json": DecisionSubmitted,
     "execution.cancel_requested.v1.json": CancelRequested,
     "execution.dispatched.v1.start.json": ExecutionDispatched,
     "execution.dispatched.v1.resume.json": ExecutionDispatched,
