@@ -18,6 +18,7 @@ from langgraph.types import Command, interrupt
 from pymongo import AsyncMongoClient, MongoClient, monitoring
 
 from services.sandbox.mongo_checkpoints import AsyncMongoSaver, run_scope
+from shared.errors import Fenced
 from tests.conftest import unique_name
 from tests.contract.legacy_point_read_saver import PointReadMongoDBSaver
 
@@ -191,3 +192,31 @@ async def test_a_thread_the_point_read_saver_began_resumes(
     finally:
         await client.close()
     assert done["log"] == ["first", "review:later", "last"]
+
+
+async def test_a_superseded_attempts_checkpoint_puts_the_newer_one_back_and_stops(
+    database: tuple[Any, Commands, str],
+) -> None:
+    """Fencing rides on the checkpoint write: the head says which attempt wrote it, and a run
+    whose put replaced a newer attempt's head restores it and raises Fenced."""
+    db, _, _ = database
+    saver = AsyncMongoSaver(db)
+    config = {"configurable": {"thread_id": "exec-z"}}
+
+    def attempt(number: int) -> dict[str, Any]:
+        return {"steps": [], "attempt": [1, number]}
+
+    def may_replace(mine: int) -> Any:
+        return lambda kept: kept is None or tuple(kept["attempt"]) <= (1, mine)
+
+    with run_scope(extra=lambda: attempt(2), guard=may_replace(2)):
+        await graph_on(saver).ainvoke({"log": []}, config, durability="exit")
+    newer = await db["checkpoint_heads"].find_one({})
+    assert newer["interlock"]["attempt"] == [1, 2]
+
+    with pytest.raises(Fenced), run_scope(extra=lambda: attempt(1), guard=may_replace(1)):
+        await graph_on(saver).ainvoke({"log": []}, config, durability="exit")
+    assert await db["checkpoint_heads"].find_one({}) == newer  # put back, as it was
+    with run_scope():
+        state = await graph_on(saver).aget_state(config)
+    assert len(state.interrupts) == 1 and state.values["log"] == ["first"]
