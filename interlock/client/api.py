@@ -130,11 +130,16 @@ class Gateway:
         with ``until``). ``on_progress(kind, data)`` gets the agent's node updates and tokens.
 
         The stream says when to look (a review request, the end, the stream closing); the GET
-        body says what is there. A dropped stream is reopened after the last event seen."""
+        body says what is there. A dropped stream is reopened after the last event seen. A caller
+        that asked for progress reads the stream at least once, even when the execution had
+        already settled before the first look: the stream replays the durable progress log, so
+        a fast agent's node updates are not lost to the race."""
         deadline = time.monotonic() + timeout
         execution = self.get(execution_id)
         last_event_id: str | None = None
-        while not until(execution) and time.monotonic() < deadline:
+        owe_progress = on_progress is not None
+        while (owe_progress or not until(execution)) and time.monotonic() < deadline:
+            owe_progress = False
             try:
                 last_event_id = self._follow_stream(
                     execution_id,
