@@ -270,6 +270,29 @@ class Intake:
             raise ExecutionNotFound(execution_id)
         return execution
 
+    async def _to_decide(
+        self, project_id: str, workspace_id: str, execution_id: str, answer: ReviewAnswer
+    ) -> Execution:
+        """The version a decision is judged against, in one read when it can be.
+
+        An answer naming its suspension (its generation, the epoch that suspended) needs no
+        version older than that: any version of that epoch or later tells whether it is still
+        the one waiting (one read while the head is that new). An answer naming none is judged
+        on the head alone when the head shows a suspension: the head is never behind a version
+        whose writer has published it, so a suspension a client can know of is there, and a
+        version past it that nobody has published yet (a deadline firing at this moment) is
+        the same race as an answer a moment earlier: the orchestrator orders the two. Any other
+        head is read past before the answer is refused, so no refusal rests on a trailing
+        head."""
+        if answer.generation is not None:
+            return await self.get(
+                project_id, workspace_id, execution_id, min_epoch=answer.generation
+            )
+        head = await self.get(project_id, workspace_id, execution_id, min_epoch=0)
+        if head.status is ExecutionStatus.SUSPENDED:
+            return head
+        return await self.get(project_id, workspace_id, execution_id)
+
     async def progress_after(self, execution: Execution, key: str) -> list[ProgressEntry]:
         return await self._store.progress.after(execution.project_id, execution.execution_id, key)
 
@@ -299,13 +322,7 @@ class Intake:
         DecisionError (not suspended, stale, not allowed, invalid, agent changed),
         SeparationOfDuties or DecisionConflict; nothing is stored or published unless the
         answer is valid and the reviewer may give it."""
-        # An answer naming its suspension (its generation, the epoch that suspended) needs no
-        # version older than that: any version of that epoch or later tells whether it is still
-        # the one waiting (one read while the head is that new). An answer naming none is
-        # checked against the newest.
-        execution = await self.get(
-            project_id, workspace_id, execution_id, min_epoch=answer.generation
-        )
+        execution = await self._to_decide(project_id, workspace_id, execution_id, answer)
         try:
             resolution = resolve_decision(
                 execution,

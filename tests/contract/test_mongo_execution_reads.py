@@ -8,11 +8,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from prometheus_client import REGISTRY
 from pymongo.asynchronous.collection import AsyncCollection
 
+from shared.domain.deadlines import Deadlines
 from shared.domain.execution import Execution, ExecutionStatus
 from shared.store.mongo import Document, MongoStore
 from tests import factories as f
@@ -20,7 +22,13 @@ from tests.conftest import throwaway_mongo_store
 
 pytestmark = pytest.mark.integration
 
-COLLECTIONS = ("execution_versions", "executions", "decision_claims")
+COLLECTIONS = (
+    "execution_versions",
+    "executions",
+    "decision_claims",
+    "execution_deadlines",
+    "undelivered_executions",
+)
 COMMANDS = ("find", "insert", "update", "delete", "findAndModify")
 
 
@@ -198,3 +206,102 @@ async def test_what_each_operation_costs(mongo: MongoStore) -> None:
     with counted() as spent:
         assert await mongo.decisions.holder("exec-e", 1) is None
     assert spent == {("decision_claims", "find"): 1}
+
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+def waiting_on_a_deadline(execution_id: str, at: datetime) -> Execution:
+    base = f.suspended(execution_id)
+    assert base.suspension is not None
+    suspension = base.suspension.model_copy(update={"deadlines": Deadlines(expire_at=at)})
+    return base.model_copy(update={"suspension": suspension})
+
+
+async def finished(store: MongoStore, execution_id: str) -> None:
+    execution = await written(store, execution_id, 2)
+    ended = await store.executions.replace(
+        execution, execution.model_copy(update={"status": ExecutionStatus.COMPLETED})
+    )
+    assert ended is not None
+
+
+async def sweep_costs(store: MongoStore) -> Counter[tuple[str, str]]:
+    with counted() as spent:
+        due = await store.executions.due_deadlines(NOW)
+        undelivered = await store.executions.undelivered_before(NOW)
+    assert [e.execution_id for e in due] == ["dl-due"]
+    assert undelivered == []
+    return spent
+
+
+async def test_the_sweeps_read_markers_and_cost_the_same_whatever_the_history(
+    mongo: MongoStore,
+) -> None:
+    await mongo.executions.create(waiting_on_a_deadline("dl-due", NOW - timedelta(minutes=1)))
+    await mongo.executions.create(waiting_on_a_deadline("dl-later", NOW + timedelta(hours=1)))
+    alone = await sweep_costs(mongo)
+    for n in range(40):
+        await finished(mongo, f"history-{n}")
+    assert await sweep_costs(mongo) == alone
+    # One query per sweep over its markers; the due execution read by _id (head and probe).
+    assert alone == Counter(
+        {
+            ("execution_deadlines", "find"): 1,
+            ("undelivered_executions", "find"): 1,
+            ("executions", "find"): 1,
+            ("execution_versions", "find"): 1,
+        }
+    )
+
+
+async def test_executions_that_wait_on_nothing_write_no_markers(mongo: MongoStore) -> None:
+    with counted() as spent:
+        await finished(mongo, "plain")
+    assert not any(name in ("execution_deadlines", "undelivered_executions") for name, _ in spent)
+
+
+async def test_a_stale_marker_is_never_returned_and_removed_once_old(mongo: MongoStore) -> None:
+    await mongo.executions.create(f.suspended("dl-stale"))  # no deadline
+    markers = collection(mongo, "execution_deadlines")
+    key = "2026-11-30T11:00:00.000000Z"
+
+    async def marker(written: datetime) -> None:
+        # What a writer leaves when it adds its marker and then loses its compare-and-set, or
+        # dies before removing the one its version no longer waits on.
+        await markers.replace_one(
+            {"_id": f"dl-stale|{key}"},
+            {"execution_id": "dl-stale", "project_id": "proj-1", "key": key, "written": written},
+            upsert=True,
+        )
+
+    await marker(datetime.now(UTC))
+    assert await mongo.executions.due_deadlines(NOW) == []
+    assert await markers.count_documents({}) == 1  # young: its version may be on its way
+    await marker(datetime.now(UTC) - timedelta(minutes=2))
+    assert await mongo.executions.due_deadlines(NOW) == []
+    assert await markers.count_documents({}) == 0
+
+
+async def test_a_deadline_whose_writer_died_before_its_head_still_fires(mongo: MongoStore) -> None:
+    running = await written(mongo, "dl-dead-writer", 2)
+    waiting = waiting_on_a_deadline("dl-dead-writer", NOW - timedelta(minutes=1))
+    stored = await mongo.executions.replace(running, waiting)
+    assert stored is not None and stored.version == 3
+    await set_head(mongo, "dl-dead-writer", 2)  # its writer died before the head write
+    due = await mongo.executions.due_deadlines(NOW)
+    assert [(e.execution_id, e.version) for e in due] == [("dl-dead-writer", 3)]
+
+
+async def test_executions_waiting_before_markers_existed_are_marked_once(
+    mongo: MongoStore,
+) -> None:
+    await mongo.executions.create(waiting_on_a_deadline("dl-old", NOW - timedelta(minutes=1)))
+    await collection(mongo, "execution_deadlines").delete_many({})
+    await collection(mongo, "store_migrations").delete_many({})
+    assert await mongo.executions.due_deadlines(NOW) == []  # as an upgraded store starts
+    await mongo.executions.ensure_indexes()
+    assert [e.execution_id for e in await mongo.executions.due_deadlines(NOW)] == ["dl-old"]
+    await collection(mongo, "execution_deadlines").delete_many({})
+    await mongo.executions.ensure_indexes()  # done once: no second scan of the heads
+    assert await mongo.executions.due_deadlines(NOW) == []

@@ -302,3 +302,38 @@ async def test_due_deadlines_lists_suspensions_past_their_next_deadline(store: S
     assert await store.executions.replace(stored, updated) is not None
     due = await store.executions.due_deadlines(now)
     assert [e.execution_id for e in due] == ["dl-expired", "dl-other-project"]
+
+
+async def test_an_execution_leaves_the_sweeps_when_it_stops_waiting(store: Store) -> None:
+    now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+    base = f.suspended("dl-decided")
+    assert base.suspension is not None
+    waiting = base.model_copy(
+        update={
+            "suspension": base.suspension.model_copy(
+                update={"deadlines": Deadlines(expire_at=now - timedelta(minutes=1))}
+            )
+        }
+    )
+    created, _ = await store.executions.create(waiting)
+    assert [e.execution_id for e in await store.executions.due_deadlines(now)] == ["dl-decided"]
+    decided = await store.executions.replace(
+        created, created.model_copy(update={"status": ExecutionStatus.RESUMING, "epoch": 2})
+    )
+    assert decided is not None
+    assert await store.executions.due_deadlines(now) == []
+
+    request, _ = await store.executions.create(f.pending("ud-retried"))
+    marked = await store.executions.replace(
+        request, request.model_copy(update={"undelivered_since": now - timedelta(minutes=5)})
+    )
+    assert marked is not None
+    assert [e.execution_id for e in await store.executions.undelivered_before(now)] == [
+        "ud-retried"
+    ]
+    assert [e.version for e in await store.executions.undelivered_before(now)] == [2]
+    cleared = await store.executions.replace(
+        marked, marked.model_copy(update={"undelivered_since": None})
+    )
+    assert cleared is not None
+    assert await store.executions.undelivered_before(now) == []

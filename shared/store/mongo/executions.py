@@ -1,9 +1,13 @@
 """Executions on MongoDB: an insert-only log of versions (the compare-and-set), a head per
-execution (its newest version, read by ``_id`` and listed), and decision claims."""
+execution (its newest version, read by ``_id`` and listed), markers of the executions a sweep
+must find (bounded: only those waiting on a deadline or an undelivered request), and decision
+claims."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pymongo import ASCENDING, DESCENDING, ReplaceOne
@@ -67,6 +71,38 @@ def _stub(execution: Execution, version: int) -> Document:
 
 
 HEAD_WRITE_ATTEMPTS = 5
+MARKER_GRACE = timedelta(seconds=60)
+"""A marker whose execution does not match it is removed only once it is this old: its writer
+adds it before its compare-and-set, so a young one may belong to a version still being
+written. Every write of a version adds its markers again, a redelivered one too."""
+MARKERS_BACKFILLED = "due-markers-1"
+
+
+@dataclass(frozen=True)
+class _Sweep:
+    """One sweep's markers: which key of an execution it finds it by."""
+
+    collection: str
+    key_of: Callable[[Execution], str | None]
+
+
+def _undelivered_key(execution: Execution) -> str | None:
+    if execution.undelivered_since is None or execution.epoch != 0:
+        return None
+    if execution.status is not ExecutionStatus.PENDING:
+        return None
+    return _time_key(execution.undelivered_since)
+
+
+DEADLINES = _Sweep("execution_deadlines", _deadline_key)
+UNDELIVERED = _Sweep("undelivered_executions", _undelivered_key)
+SWEEPS = (DEADLINES, UNDELIVERED)
+
+
+def _marker_id(execution_id: str, key: str) -> str:
+    # The key is in the _id: a stale marker's removal never takes a newer one of the same
+    # execution (a new suspension's deadline, a new failed delivery), which has another key.
+    return f"{execution_id}|{key}"
 
 
 class MongoExecutionStore:
@@ -96,11 +132,22 @@ class MongoExecutionStore:
       must lose, however many versions came after: a deleted ``_id`` would let its insert
       succeed and fork the execution. For the same reason ``create`` stays insert-if-absent
       (the head's ``_id``) forever.
+    - **Sweeps read markers, not heads.** The deadline and undelivered-request sweeps would
+      otherwise filter the heads, which FerretDB answers by scanning every execution ever
+      stored. A version that starts waiting on one (a suspension with a deadline, a request
+      the gateway could not deliver) adds a marker (``<execution>|<key>``) before its
+      compare-and-set; the version that stops waiting removes it after its head write. Only
+      executions that wait have one, so a sweep's query is over those, whatever the history;
+      each marker found due is checked against the execution (by ``_id``), and one that no
+      longer matches (its writer lost the compare-and-set or died before removing it) is
+      removed once ``MARKER_GRACE`` old. Executions that wait on neither cost nothing more.
     """
 
     def __init__(self, database: AsyncDatabase[Document]) -> None:
         self._versions = database["execution_versions"]
         self._heads = database["executions"]
+        self._markers = {sweep: database[sweep.collection] for sweep in SWEEPS}
+        self._migrations = database["store_migrations"]
 
     async def ensure_indexes(self) -> None:
         await self._versions.create_index(
@@ -119,6 +166,61 @@ class MongoExecutionStore:
         await self._heads.create_index(
             [("status", ASCENDING), ("deadline_key", ASCENDING)], name="by_status_deadline"
         )
+        for markers in self._markers.values():
+            await markers.create_index([("key", ASCENDING), ("_id", ASCENDING)], name="by_key")
+        await self._backfill_markers()
+
+    async def _backfill_markers(self) -> None:
+        """Once per database: markers for the executions that were waiting before markers
+        existed (the one scan of the heads this store makes; a second replica doing it at the
+        same time only writes the same markers again)."""
+        if await self._migrations.find_one({"_id": MARKERS_BACKFILLED}) is not None:
+            return
+        waiting = {
+            "status": {"$in": [ExecutionStatus.SUSPENDED.value, ExecutionStatus.PENDING.value]}
+        }
+        async for head in self._heads.find(waiting):
+            await self._add_markers(None, _from_document(head))
+        await self._migrations.replace_one(
+            {"_id": MARKERS_BACKFILLED}, {"at": datetime.now(UTC)}, upsert=True
+        )
+
+    async def _add_markers(self, before: Execution | None, after: Execution) -> None:
+        for sweep, markers in self._markers.items():
+            key = sweep.key_of(after)
+            if key is not None and (before is None or sweep.key_of(before) != key):
+                await markers.replace_one(
+                    {"_id": _marker_id(after.execution_id, key)},
+                    {
+                        "execution_id": after.execution_id,
+                        "project_id": after.project_id,
+                        "key": key,
+                        "written": datetime.now(UTC),
+                    },
+                    upsert=True,
+                )
+
+    async def _remove_markers(self, before: Execution, after: Execution) -> None:
+        for sweep, markers in self._markers.items():
+            key = sweep.key_of(before)
+            if key is not None and sweep.key_of(after) != key:
+                await markers.delete_one({"_id": _marker_id(before.execution_id, key)})
+
+    async def _marked(self, sweep: _Sweep, up_to: str, limit: int) -> list[Execution]:
+        """The executions whose marker of ``sweep`` is due (key at or before ``up_to``), checked
+        against each execution's newest version; stale markers old enough are removed."""
+        markers = self._markers[sweep]
+        found = markers.find({"key": {"$lte": up_to}}).sort([("key", 1), ("_id", 1)]).limit(limit)
+        due = []
+        for marker in [m async for m in found]:
+            execution = await self.get(marker["project_id"], marker["execution_id"])
+            if execution is not None and sweep.key_of(execution) == marker["key"]:
+                due.append(execution)
+                continue
+            written = marker.get("written")
+            if written is None or written.replace(tzinfo=UTC) <= datetime.now(UTC) - MARKER_GRACE:
+                await markers.delete_one({"_id": marker["_id"]})
+        return due
 
     async def create(self, execution: Execution) -> tuple[Execution, bool]:
         # One insert: version 1 is the head's first content (it is in the log only for
@@ -127,6 +229,7 @@ class MongoExecutionStore:
         # ``<execution>:2`` like any other. No head write to order: nobody else knows the
         # execution before this returns (the gateway publishes the request afterwards).
         first = execution.model_copy(update={"version": 1})
+        await self._add_markers(None, first)  # none for a new request: it waits on neither
         try:
             await self._heads.insert_one({"_id": first.execution_id, **_scope_fields(first)})
         except DuplicateKeyError:
@@ -160,11 +263,15 @@ class MongoExecutionStore:
             "_id": _version_id(stored.execution_id, stored.version),
             **_scope_fields(stored),
         }
+        # Before the compare-and-set: a writer that dies after it leaves no waiting execution
+        # without its marker (a marker without its version is checked and removed).
+        await self._add_markers(current, stored)
         try:
             await self._versions.insert_one(document)
         except DuplicateKeyError:
             return None
         await self._write_head(document)
+        await self._remove_markers(current, stored)
         if stored.status.is_terminal:
             await self._prune(stored)
         return stored
@@ -243,30 +350,10 @@ class MongoExecutionStore:
             )
 
     async def due_deadlines(self, now: datetime, *, limit: int = 100) -> list[Execution]:
-        found = (
-            self._heads.find(
-                {
-                    "status": ExecutionStatus.SUSPENDED.value,
-                    "deadline_key": {"$lte": _time_key(now)},
-                }
-            )
-            .sort([("deadline_key", ASCENDING)])
-            .limit(limit)
-        )
-        return [_from_document(d) async for d in found]
+        return await self._marked(DEADLINES, _time_key(now), limit)
 
     async def undelivered_before(self, cutoff: datetime, *, limit: int = 100) -> list[Execution]:
-        found = (
-            self._heads.find(
-                {
-                    "status": ExecutionStatus.PENDING.value,
-                    "undelivered_key": {"$lte": _time_key(cutoff)},
-                }
-            )
-            .sort([("undelivered_key", ASCENDING), ("_id", ASCENDING)])
-            .limit(limit)
-        )
-        return [_from_document(d) async for d in found]
+        return await self._marked(UNDELIVERED, _time_key(cutoff), limit)
 
     async def count_by_status(self) -> dict[ExecutionStatus, int]:
         grouped = await self._heads.aggregate(
