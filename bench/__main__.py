@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 
 from bench import report
 from bench.modes import MODES
-from bench.run import log, measure, scratch, write
+from bench.run import log, measure, measure_history, scratch, write
 from tests.e2e.cluster import REPO
 
 DOCS = REPO / "docs" / "benchmarks.md"
@@ -46,11 +47,20 @@ def main() -> None:
     parser.add_argument("--docs", type=Path, help=f"the page to write (quick/full: {DOCS})")
     parser.add_argument("--keep", action="store_true", help="keep service logs and profiles")
     parser.add_argument("--report", type=Path, metavar="SUMMARY", help="only regenerate the page")
+    parser.add_argument(
+        "--history-only",
+        type=int,
+        metavar="PREFILL",
+        help="only figure 8 (history growth), with PREFILL finished executions stored; JSON to"
+        " --out or bench/results/history/, the page untouched",
+    )
     args = parser.parse_args()
     if args.report is not None:
         regenerate(args.report, args.docs or DOCS)
         return
     mode = MODES[args.mode or "quick"]
+    if args.history_only is not None:
+        mode = dataclasses.replace(mode, history_prefill=args.history_only)
     kafka = os.environ.get("INTERLOCK_KAFKA_BOOTSTRAP_SERVERS")
     mongodb = os.environ.get("INTERLOCK_MONGODB_URI")
     if not kafka or not mongodb:
@@ -60,6 +70,15 @@ def main() -> None:
         )
     workdir = scratch(args.keep)
     log(f"{mode.name} mode; scratch {workdir}")
+    if args.history_only is not None:
+        only = asyncio.run(measure_history(mode, kafka=kafka, mongodb=mongodb, workdir=workdir))
+        path = (args.out or REPO / "bench" / "results" / "history") / (
+            f"history-{mode.history_prefill}.json"
+        )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(only, indent=2, sort_keys=True) + "\n")
+        log(f"wrote {path}")
+        return
     result = asyncio.run(measure(mode, kafka=kafka, mongodb=mongodb, workdir=workdir))
     out = args.out or REPO / "bench" / "results" / mode.name
     summary_path, raw_path = write(result, out)

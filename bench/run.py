@@ -179,6 +179,18 @@ async def _embedded(mode: Mode, workdir: Path, raw: list[Any]) -> dict[str, Any]
     return out
 
 
+async def measure_history(mode: Mode, *, kafka: str, mongodb: str, workdir: Path) -> dict[str, Any]:
+    """Figure 8 alone (``python -m bench --history-only N``), with its settings and machine."""
+    raw: list[Any] = []
+    return {
+        "mode": mode.name,
+        "history_prefill": mode.history_prefill,
+        "machine": machine.describe(REPO / ".infra"),
+        "store": machine.store_of(mongodb, os.environ.get(STORE_LABEL) or None),
+        "history": await _history(mode, kafka, mongodb, workdir / "history", raw),
+    }
+
+
 async def measure(mode: Mode, *, kafka: str, mongodb: str, workdir: Path) -> dict[str, Any]:
     began = time.time()
     raw: list[Any] = []
