@@ -4,7 +4,9 @@ A run segment of Interlock's sandbox reads its thread once and writes once: the 
 LangGraph to persist only when the run exits (``durability="exit"``: it suspends, completes or
 fails; the step cache, not the checkpoint, keeps a crashed run's side effects from repeating),
 and within a run (``run_scope``) this saver answers reads of the thread from what it last read or
-wrote instead of the database. Every command is by ``_id`` (FerretDB scans a collection for any
+wrote instead of the database, and keeps what the run writes until the run ends: the newest
+checkpoint and its pending writes then go to the thread's head together, in one command, and
+the next run reads both in one. Every command is by ``_id`` (FerretDB scans a collection for any
 other filter):
 
 - ``checkpoint_heads``: per (thread, namespace) its newest checkpoint, LangGraph's fields: the
@@ -16,12 +18,18 @@ other filter):
 - ``checkpoints``: the checkpoints a head replaced, one document each, ``_id`` from (thread,
   namespace, id): history, ``alist`` and reads of a given checkpoint. Archived when the next put
   replaces them (a crash in between loses that entry of the history, never the newest);
-- ``checkpoint_write_sets``: per ``put_writes`` call, one insert-only document holding its
-  writes, numbered 0, 1, 2... per checkpoint. LangGraph writes a checkpoint's writes from
-  concurrent calls and FerretDB makes only an insert under a new ``_id`` atomic, so a call never
-  updates another's document. Write sets of the point-read saver before this one list the
-  ``_id`` of documents in ``checkpoint_writes`` instead (``keys``): they are still read, and so
-  are its heads (the newest id only), so executions suspended before the upgrade resume.
+- a head written at the end of a run holds its checkpoint's pending writes too (``writes``, and
+  ``writes_complete``: nothing else holds any), so resuming reads no write set;
+- ``checkpoint_write_sets``: writes made outside a run, or to a checkpoint older than the run's
+  newest: per ``put_writes`` call, one insert-only document holding its writes, numbered 0, 1,
+  2... per checkpoint. LangGraph writes a checkpoint's writes from concurrent calls and FerretDB
+  makes only an insert under a new ``_id`` atomic, so a call never updates another's document;
+  such a call also clears the head's ``writes_complete`` when the head is that checkpoint, so
+  its set is read. (A run owns its thread, the sandbox fences every other: nobody writes a set
+  of the checkpoint a run is about to end with.) Write sets of the point-read saver before this
+  one list the ``_id`` of documents in ``checkpoint_writes`` instead (``keys``): they are still
+  read, and so are its heads (the newest id only), so executions suspended before the upgrade
+  resume.
 
 Writes merge as LangGraph's savers merge them: a write of a special channel (errors, interrupts,
 resumes) replaces an earlier one of the same task and index, any other write keeps its first
@@ -33,7 +41,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import json
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,7 +99,8 @@ class _Known:
 
     document: Document
     writes: list[Document] = field(default_factory=list)
-    next_write_set: int = 0
+    saver: AsyncMongoSaver | None = None
+    """Set while the run holds a change of it not yet stored: stored when the run ends."""
 
 
 @dataclass
@@ -115,21 +124,40 @@ _run: contextvars.ContextVar[_Run | None] = contextvars.ContextVar(
 )
 
 
-@contextlib.contextmanager
-def run_scope(
+@contextlib.asynccontextmanager
+async def run_scope(
     extra: Callable[[], dict[str, Any]] | None = None,
     guard: Callable[[dict[str, Any] | None], bool] | None = None,
-) -> Iterator[None]:
+) -> AsyncIterator[None]:
     """Within: the one run that owns its threads (the sandbox fences every other) reads each
-    thread from the database at most once; its own writes are read back from memory. ``extra``
-    is called at each checkpoint the run writes, and what it returns is kept with the thread's
-    head (``head_extra`` reads it back in the next run); ``guard`` is asked, at each of them,
-    whether the run's checkpoint may replace the head it replaced (see the module docstring)."""
-    token = _run.set(_Run(extra=extra, guard=guard))
+    thread from the database at most once; its own writes are read back from memory, and
+    stored when the block ends without an exception (its newest checkpoint with its pending
+    writes, one command a thread; a block that raises stores nothing more: its run is fenced,
+    or the database failed and the run will be retried). ``extra`` is called at each checkpoint
+    the run stores, and what it returns is kept with the thread's head (``head_extra`` reads it
+    back in the next run); ``guard`` is asked, at each of them, whether the run's checkpoint may
+    replace the head it replaced (see the module docstring; ``Fenced`` when it may not)."""
+    run = _Run(extra=extra, guard=guard)
+    token = _run.set(run)
     try:
         yield
+        await _store_held(run)
     finally:
         _run.reset(token)
+
+
+async def _store_held(run: _Run) -> None:
+    """Store what the run holds: each thread's newest checkpoint changed in the run, then the
+    writes of checkpoints it never put (as write sets)."""
+    for key, known in list(run.newest.items()):
+        if known.saver is not None:
+            await known.saver._write_head(run, key, known)
+    early, run.early = run.early, {}
+    for (thread_id, checkpoint_ns, checkpoint_id), known in early.items():
+        if known.saver is not None and known.writes:
+            await known.saver._insert_write_set(
+                thread_id, checkpoint_ns, checkpoint_id, known.writes, replaces=True
+            )
 
 
 def known_to_be_new(thread_id: str, checkpoint_ns: str = "") -> None:
@@ -186,35 +214,21 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
             "metadata": dumps_metadata(self.serde, get_checkpoint_metadata(config, metadata)),
         }
         run = _run.get()
-        head = document
-        if run is not None and run.extra is not None:
-            head = {**document, "interlock": run.extra()}
-        head_id = key_of(thread_id, checkpoint_ns)
-        replaced = await self._heads.find_one_and_replace(
-            {"_id": head_id}, head, upsert=True, return_document=ReturnDocument.BEFORE
-        )
-        guard = run.guard if run is not None else None
-        if replaced is not None and guard is not None and not guard(replaced.get("interlock")):
-            # A newer attempt wrote it: theirs goes back, and this run stops here.
-            await self._heads.replace_one({"_id": head_id}, replaced)
-            raise Fenced(f"checkpoint of {thread_id}: a newer attempt wrote the thread's head")
-        if (
-            replaced is not None
-            and "checkpoint" in replaced
-            and replaced["checkpoint_id"] != checkpoint_id
-        ):
-            archived = {k: v for k, v in replaced.items() if k not in ("_id", "interlock")}
-            await self._checkpoints.replace_one(
-                {"_id": key_of(thread_id, checkpoint_ns, str(replaced["checkpoint_id"]))},
-                archived,
-                upsert=True,
-            )
         if run is not None:
-            # The same object the checkpoint's writes went to: LangGraph may store them
-            # concurrently with the checkpoint, and a write finishing after this must land here.
+            key = (thread_id, checkpoint_ns)
+            previous = run.newest.get(key)
+            if previous is not None and previous.saver is not None:
+                # Another checkpoint in the same run (never with durability="exit"): the one
+                # before goes to the database now, so history keeps it.
+                await self._write_head(run, key, previous)
+            # The same object the checkpoint's writes went to: LangGraph may store them before
+            # the checkpoint, even concurrently with it.
             known = run.early.pop((thread_id, checkpoint_ns, checkpoint_id), None) or _Known({})
             known.document = document
-            run.newest[(thread_id, checkpoint_ns)] = known
+            known.saver = self
+            run.newest[key] = known
+        else:
+            await self._put_head(thread_id, checkpoint_ns, document, None, None)
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -222,6 +236,55 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
                 "checkpoint_id": checkpoint_id,
             }
         }
+
+    async def _write_head(self, run: _Run, key: tuple[str, str], known: _Known) -> None:
+        """Store a checkpoint the run holds, with its writes, as its thread's head."""
+        head = {
+            k: v
+            for k, v in known.document.items()
+            if k not in ("_id", "interlock", "writes", "writes_complete")
+        }
+        head["writes"] = known.writes
+        head["writes_complete"] = True
+        if run.extra is not None:
+            head["interlock"] = run.extra()
+        await self._put_head(key[0], key[1], head, run.guard, known)
+        known.saver = None
+
+    async def _put_head(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        head: Document,
+        guard: Callable[[dict[str, Any] | None], bool] | None,
+        known: _Known | None,
+    ) -> None:
+        """One ``findAndModify`` of the thread's head; the head it replaced is archived (or, when a
+        newer attempt wrote it, put back, and the run stops)."""
+        head_id = key_of(thread_id, checkpoint_ns)
+        replaced = await self._heads.find_one_and_replace(
+            {"_id": head_id}, head, upsert=True, return_document=ReturnDocument.BEFORE
+        )
+        if replaced is not None and guard is not None and not guard(replaced.get("interlock")):
+            # A newer attempt wrote it: theirs goes back, and this run stops here.
+            await self._heads.replace_one({"_id": head_id}, replaced)
+            raise Fenced(f"checkpoint of {thread_id}: a newer attempt wrote the thread's head")
+        if (
+            replaced is not None
+            and "checkpoint" in replaced
+            and replaced["checkpoint_id"] != head["checkpoint_id"]
+        ):
+            # Archived writes may be joined by write sets later: only a head says "complete".
+            archived = {
+                k: v
+                for k, v in replaced.items()
+                if k not in ("_id", "interlock", "writes_complete")
+            }
+            await self._checkpoints.replace_one(
+                {"_id": key_of(thread_id, checkpoint_ns, str(replaced["checkpoint_id"]))},
+                archived,
+                upsert=True,
+            )
 
     async def aput_writes(
         self,
@@ -251,11 +314,32 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
             )
         replaces = all(channel in WRITES_IDX_MAP for channel, _ in writes)
         current = self._known_writes(thread_id, checkpoint_ns, checkpoint_id)
-        first = current.next_write_set if current is not None else 0
-        for number in range(first, MAX_WRITE_SETS):
-            if current is not None:
-                # Taken before the insert's await: a concurrent call of this run takes the next.
-                current.next_write_set = number + 1
+        if current is not None:
+            # The run's newest checkpoint, or one it has not put yet: held with it, stored
+            # when the run ends.
+            current.writes = _merged(current.writes, stored, replaces=replaces)
+            current.saver = self
+            return
+        await self._insert_write_set(thread_id, checkpoint_ns, checkpoint_id, stored, replaces)
+        # A head that said it held all its writes no longer does.
+        await self._heads.update_one(
+            {
+                "_id": key_of(thread_id, checkpoint_ns),
+                "checkpoint_id": checkpoint_id,
+                "writes_complete": True,
+            },
+            {"$set": {"writes_complete": False}},
+        )
+
+    async def _insert_write_set(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        stored: list[Document],
+        replaces: bool,
+    ) -> None:
+        for number in range(MAX_WRITE_SETS):
             try:
                 await self._write_sets.insert_one(
                     {
@@ -265,15 +349,12 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
                         "writes": stored,
                     }
                 )
-                break
+                return
             except DuplicateKeyError:
                 continue  # that number is taken (an earlier call, or a concurrent one): next
-        else:
-            raise RuntimeError(
-                f"over {MAX_WRITE_SETS} write sets on checkpoint {checkpoint_id} of {thread_id}"
-            )
-        if current is not None:
-            current.writes = _merged(current.writes, stored, replaces=replaces)
+        raise RuntimeError(
+            f"over {MAX_WRITE_SETS} write sets on checkpoint {checkpoint_id} of {thread_id}"
+        )
 
     @staticmethod
     def _known_writes(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> _Known | None:
@@ -325,9 +406,9 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
         if document is None:
             return None
         document.pop("_id", None)
-        writes, next_set = await self._writes_of(document)
+        writes = await self._writes_of(document)
         if run is not None and wanted is None:
-            run.newest[(thread_id, checkpoint_ns)] = _Known(document, writes, next_set)
+            run.newest[(thread_id, checkpoint_ns)] = _Known(document, writes)
         return self._tuple(document, writes)
 
     async def alist(
@@ -338,7 +419,11 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        # Not on a run's path (history, tools): a query by fields is fine here.
+        # Not on a run's path (history, tools): a query by fields is fine here. What a run
+        # holds is stored first, so the history is whole.
+        run = _run.get()
+        if run is not None:
+            await _store_held(run)
         query: Document = {}
         if config is not None:
             configurable = config["configurable"]
@@ -365,7 +450,7 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
                 return
             document.pop("_id", None)
             document.pop("interlock", None)
-            writes, _ = await self._writes_of(document)
+            writes = await self._writes_of(document)
             emitted += 1
             yield self._tuple(document, writes)
 
@@ -383,14 +468,17 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
             return head
         return None
 
-    async def _writes_of(self, document: Document) -> tuple[list[Document], int]:
-        """A checkpoint's pending writes, merged in call order, and the next free set number."""
-        merged: list[Document] = []
+    async def _writes_of(self, document: Document) -> list[Document]:
+        """A checkpoint's pending writes, merged in call order: those its document holds (a head
+        that says they are all, ``writes_complete``, is not looked past), then its write sets."""
+        merged: list[Document] = list(document.get("writes") or [])
+        if document.get("writes_complete"):
+            return merged
         ids = (document["thread_id"], document["checkpoint_ns"], document["checkpoint_id"])
         for number in range(MAX_WRITE_SETS):
             found = await self._write_sets.find_one({"_id": key_of(*ids, number)})
             if found is None:
-                return merged, number
+                return merged
             if "writes" in found:
                 merged = _merged(merged, found["writes"], replaces=bool(found.get("replaces")))
             else:  # a set of the point-read saver: the ids of its documents
@@ -398,7 +486,7 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
                     legacy = await self._legacy_writes.find_one({"_id": key})
                     if legacy is not None:
                         merged = _merged(merged, [legacy], replaces=True)
-        return merged, MAX_WRITE_SETS
+        return merged
 
     def _tuple(self, document: Document, writes: list[Document]) -> CheckpointTuple:
         thread = {"thread_id": document["thread_id"], "checkpoint_ns": document["checkpoint_ns"]}

@@ -225,10 +225,12 @@ class AgentRunner:
         run config. Returns the outcome and the attempt that produced it (None when nothing had
         to run). Raises ``Fenced`` when a newer attempt took over."""
         # The run reads its thread's checkpoint from the database once; the reads after (the
-        # graph's own, the outcome's) are answered from what it read and wrote. Its checkpoint
-        # keeps the execution's steps, so the next run reads them with it (no query by fields).
+        # graph's own, the outcome's) are answered from what it read and wrote, and what it
+        # wrote is stored when the scope ends, before the outcome is returned (and reported).
+        # Its checkpoint keeps the execution's steps, so the next run reads them with it (no
+        # query by fields).
         index = StepIndex()
-        with checkpoint_run_scope(extra=index.kept, guard=index.may_replace):
+        async with checkpoint_run_scope(extra=index.kept, guard=index.may_replace):
             return await self._run(dispatch, custom_headers, index)
 
     async def _run(
