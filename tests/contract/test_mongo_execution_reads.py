@@ -28,6 +28,7 @@ COLLECTIONS = (
     "decision_claims",
     "execution_deadlines",
     "undelivered_executions",
+    "suspended_executions",
 )
 COMMANDS = ("find", "insert", "update", "delete", "findAndModify")
 
@@ -305,3 +306,45 @@ async def test_executions_waiting_before_markers_existed_are_marked_once(
     await collection(mongo, "execution_deadlines").delete_many({})
     await mongo.executions.ensure_indexes()  # done once: no second scan of the heads
     assert await mongo.executions.due_deadlines(NOW) == []
+
+
+async def pending_reviews_costs(store: MongoStore) -> Counter[tuple[str, str]]:
+    with counted() as spent:
+        page = await store.executions.list("proj-1", "ws-1", status=ExecutionStatus.SUSPENDED)
+    assert [e.execution_id for e in page.items] == ["waiting"]
+    return spent
+
+
+async def test_the_pending_reviews_list_reads_markers_whatever_the_history(
+    mongo: MongoStore,
+) -> None:
+    running = await written(mongo, "waiting", 2)
+    suspended = f.suspended("waiting").model_copy(update={"epoch": running.epoch})
+    assert await mongo.executions.replace(running, suspended) is not None
+    alone = await pending_reviews_costs(mongo)
+    for n in range(40):
+        await finished(mongo, f"history-{n}")
+    # A suspension that ended: its marker is gone, and the list does not show it.
+    decided = await written(mongo, "decided", 2)
+    waited = await mongo.executions.replace(decided, f.suspended("decided"))
+    assert waited is not None
+    assert await mongo.executions.replace(
+        waited, waited.model_copy(update={"status": ExecutionStatus.RESUMING, "epoch": 3})
+    )
+    assert await pending_reviews_costs(mongo) == alone
+    # One query over the suspended executions' markers, and the head of each by _id.
+    assert alone == Counter({("suspended_executions", "find"): 1, ("executions", "find"): 1})
+
+
+async def test_a_suspension_costs_one_marker_write_in_and_one_out(mongo: MongoStore) -> None:
+    running = await written(mongo, "in-and-out", 2)
+    with counted() as into:
+        waiting = await mongo.executions.replace(running, f.suspended("in-and-out"))
+    assert waiting is not None
+    with counted() as out:
+        assert await mongo.executions.replace(
+            waiting, waiting.model_copy(update={"status": ExecutionStatus.RESUMING, "epoch": 3})
+        )
+    assert into[("suspended_executions", "update")] == 1
+    assert out[("suspended_executions", "delete")] == 1
+    assert sum(into.values()) == 3 and sum(out.values()) == 3

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pymongo import ASCENDING, DESCENDING, ReplaceOne
+from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
@@ -94,9 +95,18 @@ def _undelivered_key(execution: Execution) -> str | None:
     return _time_key(execution.undelivered_since)
 
 
+def _suspension_key(execution: Execution) -> str | None:
+    """Which suspension a suspended execution waits in (its epoch, and the suspension's id)."""
+    if execution.status is not ExecutionStatus.SUSPENDED:
+        return None
+    suspension_id = execution.suspension.suspension_id if execution.suspension else 0
+    return f"{execution.epoch:012d}.{suspension_id:012d}"
+
+
 DEADLINES = _Sweep("execution_deadlines", _deadline_key)
 UNDELIVERED = _Sweep("undelivered_executions", _undelivered_key)
-SWEEPS = (DEADLINES, UNDELIVERED)
+SUSPENDED = _Sweep("suspended_executions", _suspension_key)
+SWEEPS = (DEADLINES, UNDELIVERED, SUSPENDED)
 
 
 def _marker_id(execution_id: str, key: str) -> str:
@@ -168,6 +178,15 @@ class MongoExecutionStore:
         )
         for markers in self._markers.values():
             await markers.create_index([("key", ASCENDING), ("_id", ASCENDING)], name="by_key")
+        await self._markers[SUSPENDED].create_index(
+            [
+                ("project_id", ASCENDING),
+                ("workspace_id", ASCENDING),
+                ("created_key", ASCENDING),
+                ("execution_id", ASCENDING),
+            ],
+            name="by_scope_created",
+        )
         await self._backfill_markers()
 
     async def _backfill_markers(self) -> None:
@@ -194,6 +213,8 @@ class MongoExecutionStore:
                     {
                         "execution_id": after.execution_id,
                         "project_id": after.project_id,
+                        "workspace_id": after.workspace_id,
+                        "created_key": after.created_at.isoformat(),
                         "key": key,
                         "written": datetime.now(UTC),
                     },
@@ -217,10 +238,48 @@ class MongoExecutionStore:
             if execution is not None and sweep.key_of(execution) == marker["key"]:
                 due.append(execution)
                 continue
-            written = marker.get("written")
-            if written is None or written.replace(tzinfo=UTC) <= datetime.now(UTC) - MARKER_GRACE:
-                await markers.delete_one({"_id": marker["_id"]})
+            await self._remove_if_stale(markers, marker)
         return due
+
+    @staticmethod
+    async def _remove_if_stale(markers: AsyncCollection[Document], marker: Document) -> None:
+        """Remove a marker its execution does not match, once it is old enough (see
+        ``MARKER_GRACE``)."""
+        written = marker.get("written")
+        if written is None or written.replace(tzinfo=UTC) <= datetime.now(UTC) - MARKER_GRACE:
+            await markers.delete_one({"_id": marker["_id"]})
+
+    async def _list_suspended(
+        self, project_id: str, workspace_id: str, limit: int, cursor: str | None
+    ) -> Page:
+        """The pending reviews of a scope, from the suspended executions' markers (bounded by the
+        executions suspended now), each checked against its execution's head by ``_id``."""
+        markers = self._markers[SUSPENDED]
+        query: Document = {"project_id": project_id, "workspace_id": workspace_id}
+        if cursor:
+            after_key, after_id = decode_cursor(cursor)
+            query["$or"] = [
+                {"created_key": {"$gt": after_key}},
+                {"created_key": after_key, "execution_id": {"$gt": after_id}},
+            ]
+        found = markers.find(query).sort([("created_key", 1), ("execution_id", 1), ("_id", 1)])
+        items: list[Execution] = []
+        async for marker in found:
+            # The head alone: one that trails leaves a review out of this page for the moment
+            # of a write, as a list read a moment earlier would have.
+            execution = await self.get(project_id, marker["execution_id"], min_epoch=0)
+            if execution is not None and _suspension_key(execution) == marker["key"]:
+                items.append(execution)
+                if len(items) > limit:
+                    break
+            else:
+                await self._remove_if_stale(markers, marker)
+        page, more = items[:limit], len(items) > limit
+        next_cursor = None
+        if more and page:
+            last = page[-1]
+            next_cursor = encode_cursor(last.created_at.isoformat(), last.execution_id)
+        return Page(page, next_cursor)
 
     async def create(self, execution: Execution) -> tuple[Execution, bool]:
         # One insert: version 1 is the head's first content (it is in the log only for
@@ -370,6 +429,8 @@ class MongoExecutionStore:
         limit: int = 50,
         cursor: str | None = None,
     ) -> Page:
+        if status is ExecutionStatus.SUSPENDED:
+            return await self._list_suspended(project_id, workspace_id, limit, cursor)
         query: Document = {"project_id": project_id, "workspace_id": workspace_id}
         if status is not None:
             query["status"] = status.value
