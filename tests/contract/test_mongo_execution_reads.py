@@ -26,7 +26,6 @@ COLLECTIONS = (
     "execution_versions",
     "executions",
     "decision_claims",
-    "execution_deadlines",
     "undelivered_executions",
     "suspended_executions",
 )
@@ -248,7 +247,7 @@ async def test_the_sweeps_read_markers_and_cost_the_same_whatever_the_history(
     # One query per sweep over its markers; the due execution read by _id (head and probe).
     assert alone == Counter(
         {
-            ("execution_deadlines", "find"): 1,
+            ("suspended_executions", "find"): 1,
             ("undelivered_executions", "find"): 1,
             ("executions", "find"): 1,
             ("execution_versions", "find"): 1,
@@ -259,29 +258,55 @@ async def test_the_sweeps_read_markers_and_cost_the_same_whatever_the_history(
 async def test_executions_that_wait_on_nothing_write_no_markers(mongo: MongoStore) -> None:
     with counted() as spent:
         await finished(mongo, "plain")
-    assert not any(name in ("execution_deadlines", "undelivered_executions") for name, _ in spent)
+    assert not any(name in ("suspended_executions", "undelivered_executions") for name, _ in spent)
 
 
 async def test_a_stale_marker_is_never_returned_and_removed_once_old(mongo: MongoStore) -> None:
-    await mongo.executions.create(f.suspended("dl-stale"))  # no deadline
-    markers = collection(mongo, "execution_deadlines")
-    key = "2026-11-30T11:00:00.000000Z"
+    await mongo.executions.create(f.suspended("dl-stale"))  # its own marker: no deadline
+    markers = collection(mongo, "suspended_executions")
+    stale_id = "dl-stale|000000000009.000000000009"
 
     async def marker(written: datetime) -> None:
         # What a writer leaves when it adds its marker and then loses its compare-and-set, or
-        # dies before removing the one its version no longer waits on.
+        # dies before removing the one of a suspension that ended.
         await markers.replace_one(
-            {"_id": f"dl-stale|{key}"},
-            {"execution_id": "dl-stale", "project_id": "proj-1", "key": key, "written": written},
+            {"_id": stale_id},
+            {
+                "execution_id": "dl-stale",
+                "project_id": "proj-1",
+                "workspace_id": "ws-1",
+                "created_key": "2026-11-30T10:00:00+00:00",
+                "key": "000000000009.000000000009",
+                "deadline_key": "2026-11-30T11:00:00.000000Z",
+                "written": written,
+            },
             upsert=True,
         )
 
     await marker(datetime.now(UTC))
     assert await mongo.executions.due_deadlines(NOW) == []
-    assert await markers.count_documents({}) == 1  # young: its version may be on its way
+    assert await markers.count_documents({"_id": stale_id}) == 1  # young: may be on its way
     await marker(datetime.now(UTC) - timedelta(minutes=2))
     assert await mongo.executions.due_deadlines(NOW) == []
-    assert await markers.count_documents({}) == 0
+    assert await markers.count_documents({"_id": stale_id}) == 0
+    assert await markers.count_documents({}) == 1  # the execution's own stays
+
+
+async def test_a_deadline_left_behind_by_its_writer_is_repaired_from_the_execution(
+    mongo: MongoStore,
+) -> None:
+    """A deadline fired, and its writer died between its head write and the marker's update:
+    the marker holds the earlier, due deadline, so the sweep finds it and sets the next one."""
+    later = NOW + timedelta(hours=1)
+    await mongo.executions.create(waiting_on_a_deadline("dl-moved", later))
+    markers = collection(mongo, "suspended_executions")
+    marker = await markers.find_one({"execution_id": "dl-moved"})
+    assert marker is not None and marker["deadline_key"] == "2026-11-30T13:00:00.000000Z"
+    earlier = "2026-11-30T11:00:00.000000Z"
+    await markers.update_one({"_id": marker["_id"]}, {"$set": {"deadline_key": earlier}})
+    assert await mongo.executions.due_deadlines(NOW) == []
+    repaired = await markers.find_one({"_id": marker["_id"]})
+    assert repaired is not None and repaired["deadline_key"] == marker["deadline_key"]
 
 
 async def test_a_deadline_whose_writer_died_before_its_head_still_fires(mongo: MongoStore) -> None:
@@ -298,12 +323,12 @@ async def test_executions_waiting_before_markers_existed_are_marked_once(
     mongo: MongoStore,
 ) -> None:
     await mongo.executions.create(waiting_on_a_deadline("dl-old", NOW - timedelta(minutes=1)))
-    await collection(mongo, "execution_deadlines").delete_many({})
+    await collection(mongo, "suspended_executions").delete_many({})
     await collection(mongo, "store_migrations").delete_many({})
     assert await mongo.executions.due_deadlines(NOW) == []  # as an upgraded store starts
     await mongo.executions.ensure_indexes()
     assert [e.execution_id for e in await mongo.executions.due_deadlines(NOW)] == ["dl-old"]
-    await collection(mongo, "execution_deadlines").delete_many({})
+    await collection(mongo, "suspended_executions").delete_many({})
     await mongo.executions.ensure_indexes()  # done once: no second scan of the heads
     assert await mongo.executions.due_deadlines(NOW) == []
 

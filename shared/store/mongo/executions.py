@@ -1,22 +1,20 @@
 """Executions on MongoDB: an insert-only log of versions (the compare-and-set), a head per
-execution (its newest version, read by ``_id`` and listed), markers of the executions a sweep
-must find (bounded: only those waiting on a deadline or an undelivered request), and decision
-claims."""
+execution (its newest version, read by ``_id``), markers of the executions that wait (the
+sweeps' and the pending-reviews list's, ``markers.py``), and decision claims."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Any
 
 from pymongo import ASCENDING, DESCENDING, ReplaceOne
-from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
-from shared.domain.execution import Execution, ExecutionStatus, next_deadline
+from shared.domain.execution import Execution, ExecutionStatus
 from shared.store.cursor import decode_cursor, encode_cursor
+from shared.store.mongo.markers import WaitingMarkers, deadline_key, time_key
 from shared.store.ports import Claim, Page
 
 Document = dict[str, Any]
@@ -31,24 +29,16 @@ def _scope_fields(execution: Execution) -> Document:
         "status": execution.status.value,
         "version": execution.version,
         "created_key": execution.created_at.isoformat(),
-        "deadline_key": _deadline_key(execution),
+        # Read by no query of this version (the markers serve the sweeps); kept while older
+        # orchestrators, whose sweeps query them, may still run during an upgrade.
+        "deadline_key": deadline_key(execution),
         "undelivered_key": (
             None
             if execution.undelivered_since is None or execution.epoch != 0
-            else _time_key(execution.undelivered_since)
+            else time_key(execution.undelivered_since)
         ),
         "body": execution.model_dump_json(),
     }
-
-
-def _deadline_key(execution: Execution) -> str | None:
-    """The next unfired deadline of a suspended execution, as sortable UTC text."""
-    at = next_deadline(execution)
-    return None if at is None else _time_key(at)
-
-
-def _time_key(at: datetime) -> str:
-    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _version_id(execution_id: str, version: int) -> str:
@@ -72,47 +62,6 @@ def _stub(execution: Execution, version: int) -> Document:
 
 
 HEAD_WRITE_ATTEMPTS = 5
-MARKER_GRACE = timedelta(seconds=60)
-"""A marker whose execution does not match it is removed only once it is this old: its writer
-adds it before its compare-and-set, so a young one may belong to a version still being
-written. Every write of a version adds its markers again, a redelivered one too."""
-MARKERS_BACKFILLED = "due-markers-1"
-
-
-@dataclass(frozen=True)
-class _Sweep:
-    """One sweep's markers: which key of an execution it finds it by."""
-
-    collection: str
-    key_of: Callable[[Execution], str | None]
-
-
-def _undelivered_key(execution: Execution) -> str | None:
-    if execution.undelivered_since is None or execution.epoch != 0:
-        return None
-    if execution.status is not ExecutionStatus.PENDING:
-        return None
-    return _time_key(execution.undelivered_since)
-
-
-def _suspension_key(execution: Execution) -> str | None:
-    """Which suspension a suspended execution waits in (its epoch, and the suspension's id)."""
-    if execution.status is not ExecutionStatus.SUSPENDED:
-        return None
-    suspension_id = execution.suspension.suspension_id if execution.suspension else 0
-    return f"{execution.epoch:012d}.{suspension_id:012d}"
-
-
-DEADLINES = _Sweep("execution_deadlines", _deadline_key)
-UNDELIVERED = _Sweep("undelivered_executions", _undelivered_key)
-SUSPENDED = _Sweep("suspended_executions", _suspension_key)
-SWEEPS = (DEADLINES, UNDELIVERED, SUSPENDED)
-
-
-def _marker_id(execution_id: str, key: str) -> str:
-    # The key is in the _id: a stale marker's removal never takes a newer one of the same
-    # execution (a new suspension's deadline, a new failed delivery), which has another key.
-    return f"{execution_id}|{key}"
 
 
 class MongoExecutionStore:
@@ -142,22 +91,21 @@ class MongoExecutionStore:
       must lose, however many versions came after: a deleted ``_id`` would let its insert
       succeed and fork the execution. For the same reason ``create`` stays insert-if-absent
       (the head's ``_id``) forever.
-    - **Sweeps read markers, not heads.** The deadline and undelivered-request sweeps would
-      otherwise filter the heads, which FerretDB answers by scanning every execution ever
-      stored. A version that starts waiting on one (a suspension with a deadline, a request
-      the gateway could not deliver) adds a marker (``<execution>|<key>``) before its
-      compare-and-set; the version that stops waiting removes it after its head write. Only
-      executions that wait have one, so a sweep's query is over those, whatever the history;
-      each marker found due is checked against the execution (by ``_id``), and one that no
-      longer matches (its writer lost the compare-and-set or died before removing it) is
-      removed once ``MARKER_GRACE`` old. Executions that wait on neither cost nothing more.
+    - **Sweeps and the pending-reviews list read markers, not heads** (``markers.py``): a
+      filter on the heads would scan every execution ever stored on FerretDB. A version that
+      starts or stops waiting (a suspension, a request the gateway could not deliver) writes
+      its marker around its compare-and-set; executions that wait on nothing write none.
     """
 
     def __init__(self, database: AsyncDatabase[Document]) -> None:
         self._versions = database["execution_versions"]
         self._heads = database["executions"]
-        self._markers = {sweep: database[sweep.collection] for sweep in SWEEPS}
-        self._migrations = database["store_migrations"]
+        self._markers = WaitingMarkers(database, self._read)
+
+    async def _read(
+        self, project_id: str, execution_id: str, min_epoch: int | None
+    ) -> Execution | None:
+        return await self.get(project_id, execution_id, min_epoch=min_epoch)
 
     async def ensure_indexes(self) -> None:
         await self._versions.create_index(
@@ -176,110 +124,12 @@ class MongoExecutionStore:
         await self._heads.create_index(
             [("status", ASCENDING), ("deadline_key", ASCENDING)], name="by_status_deadline"
         )
-        for markers in self._markers.values():
-            await markers.create_index([("key", ASCENDING), ("_id", ASCENDING)], name="by_key")
-        await self._markers[SUSPENDED].create_index(
-            [
-                ("project_id", ASCENDING),
-                ("workspace_id", ASCENDING),
-                ("created_key", ASCENDING),
-                ("execution_id", ASCENDING),
-            ],
-            name="by_scope_created",
-        )
-        await self._backfill_markers()
+        await self._markers.ensure_indexes(self._waiting_heads)
 
-    async def _backfill_markers(self) -> None:
-        """Once per database: markers for the executions that were waiting before markers
-        existed (the one scan of the heads this store makes; a second replica doing it at the
-        same time only writes the same markers again)."""
-        if await self._migrations.find_one({"_id": MARKERS_BACKFILLED}) is not None:
-            return
-        waiting = {
-            "status": {"$in": [ExecutionStatus.SUSPENDED.value, ExecutionStatus.PENDING.value]}
-        }
-        async for head in self._heads.find(waiting):
-            await self._add_markers(None, _from_document(head))
-        await self._migrations.replace_one(
-            {"_id": MARKERS_BACKFILLED}, {"at": datetime.now(UTC)}, upsert=True
-        )
-
-    async def _add_markers(self, before: Execution | None, after: Execution) -> None:
-        for sweep, markers in self._markers.items():
-            key = sweep.key_of(after)
-            if key is not None and (before is None or sweep.key_of(before) != key):
-                await markers.replace_one(
-                    {"_id": _marker_id(after.execution_id, key)},
-                    {
-                        "execution_id": after.execution_id,
-                        "project_id": after.project_id,
-                        "workspace_id": after.workspace_id,
-                        "created_key": after.created_at.isoformat(),
-                        "key": key,
-                        "written": datetime.now(UTC),
-                    },
-                    upsert=True,
-                )
-
-    async def _remove_markers(self, before: Execution, after: Execution) -> None:
-        for sweep, markers in self._markers.items():
-            key = sweep.key_of(before)
-            if key is not None and sweep.key_of(after) != key:
-                await markers.delete_one({"_id": _marker_id(before.execution_id, key)})
-
-    async def _marked(self, sweep: _Sweep, up_to: str, limit: int) -> list[Execution]:
-        """The executions whose marker of ``sweep`` is due (key at or before ``up_to``), checked
-        against each execution's newest version; stale markers old enough are removed."""
-        markers = self._markers[sweep]
-        found = markers.find({"key": {"$lte": up_to}}).sort([("key", 1), ("_id", 1)]).limit(limit)
-        due = []
-        for marker in [m async for m in found]:
-            execution = await self.get(marker["project_id"], marker["execution_id"])
-            if execution is not None and sweep.key_of(execution) == marker["key"]:
-                due.append(execution)
-                continue
-            await self._remove_if_stale(markers, marker)
-        return due
-
-    @staticmethod
-    async def _remove_if_stale(markers: AsyncCollection[Document], marker: Document) -> None:
-        """Remove a marker its execution does not match, once it is old enough (see
-        ``MARKER_GRACE``)."""
-        written = marker.get("written")
-        if written is None or written.replace(tzinfo=UTC) <= datetime.now(UTC) - MARKER_GRACE:
-            await markers.delete_one({"_id": marker["_id"]})
-
-    async def _list_suspended(
-        self, project_id: str, workspace_id: str, limit: int, cursor: str | None
-    ) -> Page:
-        """The pending reviews of a scope, from the suspended executions' markers (bounded by the
-        executions suspended now), each checked against its execution's head by ``_id``."""
-        markers = self._markers[SUSPENDED]
-        query: Document = {"project_id": project_id, "workspace_id": workspace_id}
-        if cursor:
-            after_key, after_id = decode_cursor(cursor)
-            query["$or"] = [
-                {"created_key": {"$gt": after_key}},
-                {"created_key": after_key, "execution_id": {"$gt": after_id}},
-            ]
-        found = markers.find(query).sort([("created_key", 1), ("execution_id", 1), ("_id", 1)])
-        items: list[Execution] = []
-        async for marker in found:
-            # The head alone: one that trails leaves a review out of this page for the moment
-            # of a write, as a list read a moment earlier would have.
-            execution = await self.get(project_id, marker["execution_id"], min_epoch=0)
-            if execution is not None and _suspension_key(execution) == marker["key"]:
-                items.append(execution)
-                if len(items) > limit:
-                    break
-            else:
-                await self._remove_if_stale(markers, marker)
-        page, more = items[:limit], len(items) > limit
-        next_cursor = None
-        if more and page:
-            last = page[-1]
-            next_cursor = encode_cursor(last.created_at.isoformat(), last.execution_id)
-        return Page(page, next_cursor)
+    async def _waiting_heads(self) -> AsyncIterator[Execution]:
+        waiting = [ExecutionStatus.SUSPENDED.value, ExecutionStatus.PENDING.value]
+        async for head in self._heads.find({"status": {"$in": waiting}}):
+            yield _from_document(head)
 
     async def create(self, execution: Execution) -> tuple[Execution, bool]:
         # One insert: version 1 is the head's first content (it is in the log only for
@@ -288,7 +138,7 @@ class MongoExecutionStore:
         # ``<execution>:2`` like any other. No head write to order: nobody else knows the
         # execution before this returns (the gateway publishes the request afterwards).
         first = execution.model_copy(update={"version": 1})
-        await self._add_markers(None, first)  # none for a new request: it waits on neither
+        await self._markers.before_write(None, first)  # a new request waits on nothing
         try:
             await self._heads.insert_one({"_id": first.execution_id, **_scope_fields(first)})
         except DuplicateKeyError:
@@ -324,13 +174,13 @@ class MongoExecutionStore:
         }
         # Before the compare-and-set: a writer that dies after it leaves no waiting execution
         # without its marker (a marker without its version is checked and removed).
-        await self._add_markers(current, stored)
+        await self._markers.before_write(current, stored)
         try:
             await self._versions.insert_one(document)
         except DuplicateKeyError:
             return None
         await self._write_head(document)
-        await self._remove_markers(current, stored)
+        await self._markers.after_write(current, stored)
         if stored.status.is_terminal:
             await self._prune(stored)
         return stored
@@ -409,10 +259,10 @@ class MongoExecutionStore:
             )
 
     async def due_deadlines(self, now: datetime, *, limit: int = 100) -> list[Execution]:
-        return await self._marked(DEADLINES, _time_key(now), limit)
+        return await self._markers.due_deadlines(now, limit)
 
     async def undelivered_before(self, cutoff: datetime, *, limit: int = 100) -> list[Execution]:
-        return await self._marked(UNDELIVERED, _time_key(cutoff), limit)
+        return await self._markers.undelivered_before(cutoff, limit)
 
     async def count_by_status(self) -> dict[ExecutionStatus, int]:
         grouped = await self._heads.aggregate(
@@ -430,7 +280,7 @@ class MongoExecutionStore:
         cursor: str | None = None,
     ) -> Page:
         if status is ExecutionStatus.SUSPENDED:
-            return await self._list_suspended(project_id, workspace_id, limit, cursor)
+            return await self._markers.pending_reviews(project_id, workspace_id, limit, cursor)
         query: Document = {"project_id": project_id, "workspace_id": workspace_id}
         if status is not None:
             query["status"] = status.value
