@@ -5,6 +5,7 @@ commands: the hot path's budget (tests/e2e/test_store_commands.py) rests on thes
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
@@ -373,3 +374,23 @@ async def test_a_suspension_costs_one_marker_write_in_and_one_out(mongo: MongoSt
     assert into[("suspended_executions", "update")] == 1
     assert out[("suspended_executions", "delete")] == 1
     assert sum(into.values()) == 3 and sum(out.values()) == 3
+
+
+async def test_replicas_starting_together_mark_without_error(mongo: MongoStore) -> None:
+    # Every service process runs ensure_indexes at start-up; on FerretDB two upserts of one new
+    # _id at once can fail with a duplicate key, which once stopped processes from starting.
+    for n in range(5):
+        await mongo.executions.create(waiting_on_a_deadline(f"dl-{n}", NOW - timedelta(minutes=1)))
+    for _ in range(3):
+        await collection(mongo, "suspended_executions").delete_many({})
+        await collection(mongo, "store_migrations").delete_many({})
+        await asyncio.gather(*(mongo.executions.ensure_indexes() for _ in range(6)))
+        assert await collection(mongo, "suspended_executions").count_documents({}) == 5
+
+
+async def test_writers_racing_on_one_suspension_mark_it_without_error(mongo: MongoStore) -> None:
+    running = await written(mongo, "raced", 2)
+    waiting = waiting_on_a_deadline("raced", NOW - timedelta(minutes=1))
+    stored = await asyncio.gather(*(mongo.executions.replace(running, waiting) for _ in range(6)))
+    assert sum(s is not None for s in stored) == 1
+    assert [e.execution_id for e in await mongo.executions.due_deadlines(NOW)] == ["raced"]

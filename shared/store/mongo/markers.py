@@ -34,6 +34,7 @@ from typing import Any
 from pymongo import ASCENDING
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import DuplicateKeyError
 
 from shared.domain.execution import Execution, ExecutionStatus, next_deadline
 from shared.store.cursor import decode_cursor, encode_cursor
@@ -110,9 +111,7 @@ class WaitingMarkers:
             return
         async for execution in waiting_heads():
             await self.before_write(None, execution)
-        await self._migrations.replace_one(
-            {"_id": BACKFILLED}, {"at": datetime.now(UTC)}, upsert=True
-        )
+        await _upsert(self._migrations, BACKFILLED, {"at": datetime.now(UTC)})
 
     # --- around a version's write ------------------------------------------------------------
 
@@ -123,10 +122,10 @@ class WaitingMarkers:
             await self._mark_suspended(after, suspension)
         undelivered = undelivered_key(after)
         if undelivered is not None and (before is None or undelivered_key(before) != undelivered):
-            await self._undelivered.replace_one(
-                {"_id": _marker_id(after.execution_id, undelivered)},
+            await _upsert(
+                self._undelivered,
+                _marker_id(after.execution_id, undelivered),
                 {**_scope(after), "key": undelivered, "written": datetime.now(UTC)},
-                upsert=True,
             )
 
     async def after_write(self, before: Execution, after: Execution) -> None:
@@ -147,8 +146,9 @@ class WaitingMarkers:
             )
 
     async def _mark_suspended(self, execution: Execution, suspension: str) -> None:
-        await self._suspended.replace_one(
-            {"_id": _marker_id(execution.execution_id, suspension)},
+        await _upsert(
+            self._suspended,
+            _marker_id(execution.execution_id, suspension),
             {
                 **_scope(execution),
                 "created_key": execution.created_at.isoformat(),
@@ -156,7 +156,6 @@ class WaitingMarkers:
                 "deadline_key": deadline_key(execution),
                 "written": datetime.now(UTC),
             },
-            upsert=True,
         )
 
     # --- reads -------------------------------------------------------------------------------
@@ -234,6 +233,16 @@ def _scope(execution: Execution) -> Document:
         "project_id": execution.project_id,
         "workspace_id": execution.workspace_id,
     }
+
+
+async def _upsert(markers: AsyncCollection[Document], marker_id: str, document: Document) -> None:
+    """Replace or insert. Two upserts of a new ``_id`` at once (a redelivered write, two replicas
+    marking at start-up) can both try the insert on MongoDB and FerretDB, and one then fails with
+    a duplicate key: the document exists by then, so it is replaced."""
+    try:
+        await markers.replace_one({"_id": marker_id}, document, upsert=True)
+    except DuplicateKeyError:
+        await markers.replace_one({"_id": marker_id}, document, upsert=True)
 
 
 async def _remove_if_stale(markers: AsyncCollection[Document], marker: Document) -> None:
