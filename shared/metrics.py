@@ -64,8 +64,10 @@ DECISION_TO_RESUME_SECONDS = Histogram(
 )
 EXECUTIONS = Gauge(
     "interlock_executions",
-    "Executions across projects by status, counted by the orchestrator every"
-    " INTERLOCK_GAUGE_POLL_SECONDS (each replica reports the same count: aggregate with max).",
+    "Executions across projects in each status they have yet to leave (pending, running,"
+    " suspended, resuming), counted by the orchestrator every INTERLOCK_METRICS_POLL_SECONDS"
+    " (each replica reports the same count: aggregate with max). Ended executions are counted"
+    " by interlock_transitions_total.",
     ["status"],
 )
 PENDING_REVIEWS = Gauge(

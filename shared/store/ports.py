@@ -67,9 +67,12 @@ class ExecutionStore(Protocol):
         or before ``cutoff`` and no retry delivered since (``undelivered_since``), oldest first."""
         ...
 
-    async def count_by_status(self) -> dict[ExecutionStatus, int]:
-        """How many executions, across projects, are in each status (statuses with none are
-        left out): the executions and pending-reviews gauges' query."""
+    async def count_live_by_status(self) -> dict[ExecutionStatus, int]:
+        """How many executions, across projects, are in each status they have yet to leave
+        (pending, running, suspended, resuming; statuses with none are left out): the executions
+        and pending-reviews gauges' query. Ended executions are not counted: their number is the
+        history's, which no periodic query may read (``interlock_transitions_total`` counts the
+        ends as they happen)."""
         ...
 
     async def list(

@@ -248,8 +248,10 @@ async def test_undelivered_before_lists_pending_requests_left_undelivered(store:
     assert [e.execution_id for e in await store.executions.undelivered_before(now)] == ["ud-older"]
 
 
-async def test_count_by_status_counts_the_latest_version_across_projects(store: Store) -> None:
-    assert await store.executions.count_by_status() == {}
+async def test_count_live_by_status_counts_the_latest_version_across_projects(
+    store: Store,
+) -> None:
+    assert await store.executions.count_live_by_status() == {}
     await store.executions.create(f.pending("count-a"))
     await store.executions.create(f.suspended("count-b"))
     other = f.suspended("count-c").model_copy(update={"project_id": "proj-2"})
@@ -258,7 +260,9 @@ async def test_count_by_status_counts_the_latest_version_across_projects(store: 
     assert pending is not None
     running = pending.model_copy(update={"status": ExecutionStatus.RUNNING})
     assert await store.executions.replace(pending, running) is not None
-    assert await store.executions.count_by_status() == {
+    ended = f.pending("count-d").model_copy(update={"status": ExecutionStatus.COMPLETED})
+    await store.executions.create(ended)  # ended: history, not counted
+    assert await store.executions.count_live_by_status() == {
         ExecutionStatus.RUNNING: 1,
         ExecutionStatus.SUSPENDED: 2,
     }

@@ -87,7 +87,10 @@ async def test_the_measured_series_move_when_an_execution_runs(cluster: Cluster)
         assert (sample(text, resumes) or 0) == (resumes_before or 0) + 1
         await eventually(
             lambda: scraped(orchestrator),
-            lambda text: (sample(text, "interlock_executions", status="completed") or 0) >= 1,
+            lambda text: (
+                (sample(text, "interlock_transitions_total", to_status="completed") or 0) >= 1
+                and sample(text, "interlock_executions", status="completed") is None
+            ),
             timeout=30,
-            what="the completed execution to be counted",
+            what="the completed execution to be counted as it ended, not by the gauge",
         )

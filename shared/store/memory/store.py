@@ -32,8 +32,8 @@ class InMemoryExecutionStore:
     async def undelivered_before(self, cutoff: datetime, *, limit: int = 100) -> list[Execution]:
         return undelivered(list(self._items.values()), cutoff, limit)
 
-    async def count_by_status(self) -> dict[ExecutionStatus, int]:
-        return dict(Counter(e.status for e in self._items.values()))
+    async def count_live_by_status(self) -> dict[ExecutionStatus, int]:
+        return dict(Counter(e.status for e in self._items.values() if not e.status.is_terminal))
 
     async def create(self, execution: Execution) -> tuple[Execution, bool]:
         existing = self._items.get(execution.execution_id)

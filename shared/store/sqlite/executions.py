@@ -118,9 +118,12 @@ class SqliteExecutionStore:
         pending = [Execution.model_validate_json(row["body"]) for row in rows]
         return undelivered(pending, cutoff, limit)
 
-    async def count_by_status(self) -> dict[ExecutionStatus, int]:
+    async def count_live_by_status(self) -> dict[ExecutionStatus, int]:
+        live = [s.value for s in ExecutionStatus if not s.is_terminal]
         rows = await self._db.fetch_all(
-            "SELECT status, COUNT(*) AS n FROM executions GROUP BY status"
+            "SELECT status, COUNT(*) AS n FROM executions"
+            f" WHERE status IN ({', '.join('?' * len(live))}) GROUP BY status",
+            tuple(live),
         )
         return {ExecutionStatus(row["status"]): int(row["n"]) for row in rows}
 
