@@ -145,6 +145,14 @@ def ferretdb_backend(pid: int) -> str | None:
     return flags.get("handler") or ("postgresql" if "postgresql-url" in flags else None)
 
 
+def postgresql_url(ferretdb_pid: int) -> str | None:
+    """The PostgreSQL a FerretDB process runs on (its ``--postgresql-url``), if it does."""
+    flags = _flags(ferretdb_pid)
+    if ferretdb_backend(ferretdb_pid) != "postgresql":
+        return None
+    return flags.get("postgresql-url")
+
+
 def _postgresql_under(ferretdb_pid: int) -> dict[str, int]:
     flags = _flags(ferretdb_pid)
     if ferretdb_backend(ferretdb_pid) != "postgresql" or "postgresql-url" not in flags:
