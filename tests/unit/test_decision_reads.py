@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
 
 from services.gateway.intake import Intake, ReviewAnswer
 from shared.agents import AgentRegistry, AgentSpec
@@ -17,16 +16,7 @@ from shared.events import DecisionSubmitted
 from shared.store.memory import InMemoryStore
 from shared.topics import Topics
 from tests.factories import SCOPE, suspended
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.published: list[BaseModel] = []
-
-    async def publish(
-        self, event: BaseModel, topic: str, *, key: str, headers: dict[str, str] | None = None
-    ) -> None:
-        self.published.append(event)
+from tests.publishers import RecordingPublisher
 
 
 class TrailingHead:
@@ -62,12 +52,12 @@ def executions(store: InMemoryStore) -> TrailingHead:
 
 
 @pytest.fixture
-def recorder() -> Recorder:
-    return Recorder()
+def recorder() -> RecordingPublisher:
+    return RecordingPublisher()
 
 
 @pytest.fixture
-def intake(store: InMemoryStore, recorder: Recorder, executions: TrailingHead) -> Intake:
+def intake(store: InMemoryStore, recorder: RecordingPublisher, executions: TrailingHead) -> Intake:
     registry = AgentRegistry([AgentSpec(name="solo", factory="agents.refund_approval:build_graph")])
     return Intake(store=store, publisher=recorder, topics=Topics(""), registry=registry)
 
@@ -79,7 +69,7 @@ async def waiting(executions: TrailingHead) -> Execution:
 
 
 async def test_a_head_showing_the_suspension_is_read_once(
-    intake: Intake, executions: TrailingHead, recorder: Recorder
+    intake: Intake, executions: TrailingHead, recorder: RecordingPublisher
 ) -> None:
     await waiting(executions)
     await intake.decide(
@@ -90,7 +80,7 @@ async def test_a_head_showing_the_suspension_is_read_once(
 
 
 async def test_a_trailing_head_is_read_past_before_a_refusal(
-    intake: Intake, executions: TrailingHead, recorder: Recorder
+    intake: Intake, executions: TrailingHead, recorder: RecordingPublisher
 ) -> None:
     created = await waiting(executions)
     # The head still shows the version before the suspension (its writer is between its
@@ -104,7 +94,7 @@ async def test_a_trailing_head_is_read_past_before_a_refusal(
 
 
 async def test_an_execution_that_is_not_suspended_is_refused_on_the_newest_version(
-    intake: Intake, executions: TrailingHead, recorder: Recorder
+    intake: Intake, executions: TrailingHead, recorder: RecordingPublisher
 ) -> None:
     created = await waiting(executions)
     running = await executions.replace(

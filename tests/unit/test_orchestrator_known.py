@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
-
 from services.orchestrator.handlers import Orchestrator
 from services.orchestrator.known import KnownExecutions
 from shared.agents import load_registry
@@ -25,6 +23,7 @@ from shared.store.memory import InMemoryExecutionStore, InMemoryStore
 from shared.store.ports import Claim
 from shared.topics import Topics
 from tests import factories as f
+from tests.publishers import RecordingPublisher
 
 SCOPE = f.SCOPE
 
@@ -44,15 +43,7 @@ class CountingExecutions(InMemoryExecutionStore):
         return await super().get(project_id, execution_id, min_epoch=min_epoch)
 
 
-class Recorder:
-    def __init__(self) -> None:
-        self.published: list[BaseModel] = []
-
-    async def publish(
-        self, event: BaseModel, topic: str, *, key: str, headers: dict[str, str] | None = None
-    ) -> None:
-        self.published.append(event)
-
+class Recorder(RecordingPublisher):
     @property
     def dispatches(self) -> list[tuple[str, int]]:
         return [

@@ -8,7 +8,6 @@ import uuid
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
 
 from services.gateway.intake import DecisionOutcome, Intake, ReviewAnswer
 from shared.agents import AgentRegistry, AgentSpec, ReviewRules
@@ -24,19 +23,10 @@ from shared.store.api_keys import Role, create_key
 from shared.store.memory import InMemoryStore
 from shared.topics import Topics
 from tests.factories import SCOPE, suspended
+from tests.publishers import RecordingPublisher
 
 FACTORY = "agents.refund_approval:build_graph"
 REQUESTER = Reviewer.of_key("0000000000000001", "requester", "req@example.com")
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.published: list[BaseModel] = []
-
-    async def publish(
-        self, event: BaseModel, topic: str, *, key: str, headers: dict[str, str] | None = None
-    ) -> None:
-        self.published.append(event)
 
 
 def link(email: str, channel: str = "reviewers-email") -> Reviewer:
@@ -49,12 +39,12 @@ def store() -> InMemoryStore:
 
 
 @pytest.fixture
-def recorder() -> Recorder:
-    return Recorder()
+def recorder() -> RecordingPublisher:
+    return RecordingPublisher()
 
 
 @pytest.fixture
-def intake(store: InMemoryStore, recorder: Recorder) -> Intake:
+def intake(store: InMemoryStore, recorder: RecordingPublisher) -> Intake:
     registry = AgentRegistry(
         [
             AgentSpec(name="solo", factory=FACTORY),
@@ -96,7 +86,7 @@ async def decide(
     )
 
 
-def decisions(recorder: Recorder) -> list[DecisionSubmitted]:
+def decisions(recorder: RecordingPublisher) -> list[DecisionSubmitted]:
     return [e for e in recorder.published if isinstance(e, DecisionSubmitted)]
 
 
@@ -107,7 +97,7 @@ async def refused(intake: Intake, execution_id: str, reviewer: Reviewer, decisio
 
 
 async def test_the_requester_decides_by_no_channel(
-    intake: Intake, store: InMemoryStore, recorder: Recorder
+    intake: Intake, store: InMemoryStore, recorder: RecordingPublisher
 ) -> None:
     execution_id = await waiting(store, "pair")
     own_other_key = Reviewer.of_key("0000000000000002", "laptop", "REQ@example.com")
@@ -118,7 +108,7 @@ async def test_the_requester_decides_by_no_channel(
 
 
 async def test_one_person_counts_once_whether_by_key_or_by_link(
-    intake: Intake, store: InMemoryStore, recorder: Recorder
+    intake: Intake, store: InMemoryStore, recorder: RecordingPublisher
 ) -> None:
     execution_id = await waiting(store, "pair")
     await create_key(
@@ -145,7 +135,7 @@ async def test_one_person_counts_once_whether_by_key_or_by_link(
 
 
 async def test_two_links_cannot_approve_where_the_agent_takes_keys_only(
-    intake: Intake, store: InMemoryStore, recorder: Recorder
+    intake: Intake, store: InMemoryStore, recorder: RecordingPublisher
 ) -> None:
     execution_id = await waiting(store, "pair-keys-only")
     for email in ("reviewers@example.com", "managers@example.com"):
@@ -171,7 +161,7 @@ async def test_a_shared_channel_or_an_unknown_requester_keeps_links_out(
 
 
 async def test_without_separation_of_duties_any_link_decides(
-    intake: Intake, store: InMemoryStore, recorder: Recorder
+    intake: Intake, store: InMemoryStore, recorder: RecordingPublisher
 ) -> None:
     execution_id = await waiting(store, "solo")
     slack = Reviewer.of_link("team-slack", group("slack", "team-slack"))
@@ -183,7 +173,7 @@ async def test_without_separation_of_duties_any_link_decides(
 
 
 async def test_an_approval_whose_key_was_revoked_no_longer_counts(
-    intake: Intake, store: InMemoryStore, recorder: Recorder
+    intake: Intake, store: InMemoryStore, recorder: RecordingPublisher
 ) -> None:
     execution_id = await waiting(store, "pair")
     approvers: dict[str, Reviewer] = {}

@@ -14,7 +14,7 @@ from pymongo.errors import DuplicateKeyError
 
 from shared.domain.execution import Execution, ExecutionStatus
 from shared.store.cursor import decode_cursor, encode_cursor
-from shared.store.mongo.markers import WaitingMarkers, deadline_key, time_key
+from shared.store.mongo.markers import WaitingMarkers, deadline_key, undelivered_key
 from shared.store.ports import Claim, Page
 
 Document = dict[str, Any]
@@ -32,11 +32,7 @@ def _scope_fields(execution: Execution) -> Document:
         # Read by no query of this version (the markers serve the sweeps); kept while older
         # orchestrators, whose sweeps query them, may still run during an upgrade.
         "deadline_key": deadline_key(execution),
-        "undelivered_key": (
-            None
-            if execution.undelivered_since is None or execution.epoch != 0
-            else time_key(execution.undelivered_since)
-        ),
+        "undelivered_key": undelivered_key(execution),
         "body": execution.model_dump_json(),
     }
 
