@@ -228,7 +228,7 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
             known.saver = self
             run.newest[key] = known
         else:
-            await self._put_head(thread_id, checkpoint_ns, document, None, None)
+            await self._put_head(thread_id, checkpoint_ns, document, None)
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -248,7 +248,7 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
         head["writes_complete"] = True
         if run.extra is not None:
             head["interlock"] = run.extra()
-        await self._put_head(key[0], key[1], head, run.guard, known)
+        await self._put_head(key[0], key[1], head, run.guard)
         known.saver = None
 
     async def _put_head(
@@ -257,7 +257,6 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
         checkpoint_ns: str,
         head: Document,
         guard: Callable[[dict[str, Any] | None], bool] | None,
-        known: _Known | None,
     ) -> None:
         """One ``findAndModify`` of the thread's head; the head it replaced is archived (or, when a
         newer attempt wrote it, put back, and the run stops)."""
