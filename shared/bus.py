@@ -289,7 +289,18 @@ class DeliveryHandler(Protocol):
 class ConsumerHost(Protocol):
     """A bus other than Kafka that runs ``Consumer``s itself (the in-process bus)."""
 
-    def add_consumer(self, topic: str, group_id: str, consumer: DeliveryHandler) -> None: ...
+    def add_consumer(
+        self,
+        topic: str,
+        group_id: str,
+        consumer: DeliveryHandler,
+        *,
+        limit: int = 1,
+        max_held: int | None = None,
+    ) -> None:
+        """Deliver ``topic``'s messages to ``consumer``: up to ``limit`` at once, those of one
+        key strictly in order, at most ``max_held`` fetched and not finished (default
+        ``limit``)."""
 
 
 Bus = KafkaBroker | ConsumerHost
@@ -319,7 +330,13 @@ def route(
     )
 
     if not isinstance(broker, KafkaBroker):
-        broker.add_consumer(topic, settings.consumer_group(service), consumer)
+        broker.add_consumer(
+            topic,
+            settings.consumer_group(service),
+            consumer,
+            limit=settings.consumer_concurrency,
+            max_held=settings.consumer_max_held,
+        )
         return
 
     async def handler(message: KafkaMessage) -> None:

@@ -80,7 +80,15 @@ class InProcessBus:
         self._commits_since_prune = 0
         self._last_prune = time.monotonic()
 
-    def add_consumer(self, topic: str, group_id: str, consumer: DeliveryHandler) -> None:
+    def add_consumer(
+        self,
+        topic: str,
+        group_id: str,
+        consumer: DeliveryHandler,
+        *,
+        limit: int = 1,
+        max_held: int | None = None,
+    ) -> None:
         if self._tasks:
             raise RuntimeError("add consumers before the bus starts")
         self._consumers.append((topic, group_id, consumer))

@@ -57,6 +57,14 @@ class CommonSettings(BaseSettings):
     its partitions back without a rebalance, so the other replicas never pause. The price: a
     replica stopped for good holds its partitions until the session timeout, since a static
     member does not leave its group. Unique per live replica; None: dynamic membership."""
+    consumer_concurrency: int = Field(default=32, ge=1, le=10_000)
+    """Messages each subscription of this replica handles at once: those of different executions
+    run concurrently, those of one execution (one Kafka key) strictly in order. Each service
+    sets a default that suits it (the sandbox's is the number of agent runs in flight)."""
+    consumer_buffer: int | None = Field(default=None, ge=1, le=1_000_000)
+    """How many fetched messages a subscription may hold (in flight or waiting behind an earlier
+    message of their execution) before it pauses its partitions. None: four times
+    ``consumer_concurrency``. It bounds the memory a backlog can take."""
     encryption_keys: SecretStr | None = None
     """``<key id>:<base64 of 32 bytes>``, comma-separated, newest first (``shared/crypto.py``):
     seals callers' custom headers on the bus and the gateway's page cursors. The gateway and the
@@ -102,6 +110,10 @@ class CommonSettings(BaseSettings):
             )
         keys = self.encryption_keys
         return keyring_from(None if keys is None else keys.get_secret_value())
+
+    @property
+    def consumer_max_held(self) -> int:
+        return max(self.consumer_buffer or 4 * self.consumer_concurrency, self.consumer_concurrency)
 
     @property
     def topics(self) -> Topics:

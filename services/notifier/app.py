@@ -53,6 +53,8 @@ class NotifierSettings(CommonSettings):
     """The channels (TOML); none: suspensions are only logged."""
     public_url: str = "http://127.0.0.1:8000"
     """Where reviewers reach the gateway: review links point at its /reviews page."""
+    consumer_concurrency: int = Field(default=16, ge=1, le=10_000)
+    """Events handled at once per subscription (each of a different execution)."""
     notification_max_attempts: int = Field(default=8, ge=1, le=100)
     notification_poll_seconds: float = Field(default=1.0, gt=0, le=60)
     action_link_secret: SecretStr | None = None

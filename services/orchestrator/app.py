@@ -47,6 +47,9 @@ class OrchestratorSettings(CommonSettings):
     execution_cache_size: int = Field(default=10_000, ge=0)
     """How many executions each replica keeps the last version of, so an event costs no read
     (services/orchestrator/known.py); 0 reads every execution for every event."""
+    consumer_concurrency: int = Field(default=64, ge=1, le=10_000)
+    """Events applied at once per subscription (each of a different execution): an event is a
+    few store round trips, so many overlap."""
     clock_file: Path | None = None
     """Tests only: a file holding an ISO 8601 time that replaces the wall clock for deadlines
     (the wall clock while it is missing). Refused in production."""

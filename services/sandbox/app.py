@@ -37,6 +37,9 @@ class SandboxSettings(CommonSettings):
     max_poll_interval_ms: int = Field(default=3_600_000, ge=10_000)
     """Kafka hands the partition to another replica if one message takes longer than this;
     it must exceed the run timeout (checked at start-up)."""
+    consumer_concurrency: int = Field(default=16, ge=1, le=10_000)
+    """Agent runs this replica has in flight at once (each of a different execution): most of a
+    run is spent waiting on models and tools, so one process keeps many going."""
     max_checkpoint_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
     max_step_result_bytes: int = Field(default=1024 * 1024, ge=64)
 
