@@ -1,8 +1,12 @@
-"""A `find` by `_id` is answered from the unique `_id` index, proved with the server's `explain`.
+"""A `find` by `_id` is answered from the unique `_id` index, and an equality on an indexed field
+from an index, proved with the server's `explain`.
 
 Stock FerretDB 1.24 scans the collection for it on both backends (the pushed-down SQL is not the
 indexed expression), so every point read costs more as history grows; `infra/infra.sh` builds
-FerretDB with `infra/ferretdb/0001-id-lookups-use-the-index.patch`, which this test pins. FerretDB
+FerretDB with `infra/ferretdb/0001-id-lookups-use-the-index.patch`, which this test pins. On
+PostgreSQL it also pins `0002-equality-on-indexed-fields-uses-an-index.patch`: an equality on an
+indexed field is pushed down as a containment (`@>`), which only the GIN index the patch adds
+can serve. FerretDB
 returns the backend's own query plan: PostgreSQL's `EXPLAIN (FORMAT JSON)` or SQLite's
 `EXPLAIN QUERY PLAN` rows. MongoDB always reads `_id` through its index (there the test skips).
 """
@@ -123,3 +127,68 @@ async def test_the_id_index_serves_a_filter_with_more_fields_on_postgresql(
     assert_uses_id_index(plan)
     assert [d["n"] async for d in collection.find(filter_)] == [7]
     assert [d async for d in collection.find({"_id": "exec-000007", "n": 8})] == []
+
+
+@pytest.fixture
+async def statuses(mongodb_uri: str) -> AsyncIterator[AsyncCollection[Doc]]:
+    """Executions-like documents: many ended, a few live, one whose status is an array."""
+    client: AsyncMongoClient[Doc] = AsyncMongoClient(mongodb_uri, serverSelectionTimeoutMS=10000)
+    build = await client.admin.command("buildInfo")
+    if "ferretdbVersion" not in build:
+        await client.close()
+        pytest.skip(f"not FerretDB (MongoDB {build.get('version')}): MongoDB uses its indexes")
+    name = unique_name("eqindex")
+    coll = client[name]["heads"]
+    try:
+        await coll.create_index([("status", 1), ("deadline_key", 1)], name="by_status_deadline")
+        docs: list[Doc] = [
+            {"_id": f"exec-{i:06d}", "status": "completed" if i % 100 else "suspended"}
+            for i in range(DOCUMENTS)
+        ]
+        docs.append({"_id": "listed", "status": ["suspended", "flagged"]})
+        await coll.insert_many(docs)
+        yield coll
+    finally:
+        await client.drop_database(name)
+        await client.close()
+
+
+def equality_index_scans(plan: Doc, field: str) -> list[Doc]:
+    nodes = postgres_nodes(plan["queryPlanner"]["Plan"])
+    assert "Seq Scan" not in [n["Node Type"] for n in nodes], plan["queryPlanner"]
+    return [
+        n
+        for n in nodes
+        if "Index" in n["Node Type"] and f"_jsonb -> '{field}'" in n.get("Index Cond", "")
+    ]
+
+
+async def test_an_equality_on_an_indexed_field_uses_an_index_on_postgresql(
+    statuses: AsyncCollection[Doc],
+) -> None:
+    plan = await explain(statuses, {"status": "suspended"})
+    if backend(plan) == "sqlite":
+        pytest.skip("FerretDB's SQLite backend pushes down only a filter that is `_id` alone")
+    assert plan.get("filterPushdown") is True, plan
+    scans = equality_index_scans(plan, "status")
+    assert [n["Index Name"].endswith("_gin") for n in scans] == [True], plan["queryPlanner"]
+    # MongoDB's semantics are kept: the equality also matches an array that holds the value.
+    found = {d["_id"] async for d in statuses.find({"status": "suspended"})}
+    assert found == {f"exec-{i:06d}" for i in range(0, DOCUMENTS, 100)} | {"listed"}
+    assert await statuses.count_documents({"status": "suspended"}) == len(found)
+    assert await statuses.count_documents({"status": "flagged"}) == 1
+
+
+async def test_the_equality_index_goes_with_its_index_on_postgresql(
+    statuses: AsyncCollection[Doc],
+) -> None:
+    if backend(await explain(statuses, {"status": "suspended"})) == "sqlite":
+        pytest.skip("the equality index is a PostgreSQL backend patch")
+    # Another index leading with the same field keeps the field served when the first goes.
+    await statuses.create_index([("status", 1), ("_id", 1)], name="by_status_id")
+    await statuses.drop_index("by_status_deadline")
+    assert equality_index_scans(await explain(statuses, {"status": "suspended"}), "status")
+    await statuses.drop_index("by_status_id")
+    nodes = postgres_nodes((await explain(statuses, {"status": "suspended"}))["queryPlanner"]["Plan"])
+    assert "Seq Scan" in [n["Node Type"] for n in nodes]
+    assert await statuses.count_documents({"status": "suspended"}) == DOCUMENTS // 100 + 1
