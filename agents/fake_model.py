@@ -15,13 +15,15 @@ Set ``INTERLOCK_CHAT_MODEL`` (e.g. ``openai:gpt-4o-mini``) to use a real model i
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from langchain.chat_models import init_chat_model
-from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall, ToolMessage
@@ -84,6 +86,9 @@ class ScriptedChatModel(GenericFakeChatModel):
     """Unused: replies come from ``script``."""
     disable_streaming: bool = True
     """The parent's streaming path drops tool calls; always answer in one message."""
+    latency_seconds: float = 0.0
+    """How long each call takes, as a remote model's would: awaited (``asyncio.sleep``) when the
+    model is called asynchronously, so other executions run meanwhile."""
 
     def _generate(
         self,
@@ -92,6 +97,19 @@ class ScriptedChatModel(GenericFakeChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
+        if self.latency_seconds:
+            time.sleep(self.latency_seconds)
+        return ChatResult(generations=[ChatGeneration(message=reply(self.script, messages))])
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        if self.latency_seconds:
+            await asyncio.sleep(self.latency_seconds)
         return ChatResult(generations=[ChatGeneration(message=reply(self.script, messages))])
 
     def bind_tools(

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
-from faststream.kafka import KafkaBroker
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
@@ -30,11 +29,12 @@ from services.notifier.app import register as register_notifier
 from services.orchestrator.app import OrchestratorSettings, abandoned_requests
 from services.orchestrator.app import register as register_orchestrator
 from services.orchestrator.gauges import ExecutionGauges
-from services.sandbox.app import SandboxSettings, publish_agent_versions
+from services.sandbox.app import SandboxSettings, publish_agent_versions, size_thread_pool
 from services.sandbox.app import register as register_sandbox
-from shared.bus import EventPublisher, KafkaPublisher, create_broker, ensure_topics
+from shared.bus import EventPublisher, ensure_topics
 from shared.consumer_lag import consumer_lag_of
 from shared.inprocess_bus import InProcessBus
+from shared.kafka_bus import KafkaBus
 from shared.logging import configure_logging
 from shared.store.mongo import MongoStore
 from shared.store.ports import Store
@@ -55,7 +55,7 @@ class DevSettings(GatewaySettings, SandboxSettings, NotifierSettings, Orchestrat
 
 @dataclass
 class Wiring:
-    bus: KafkaBroker | InProcessBus
+    bus: KafkaBus | InProcessBus
     publisher: EventPublisher
     store: Store
     checkpointer: BaseCheckpointSaver[Any]
@@ -86,10 +86,10 @@ async def on_infrastructure(settings: DevSettings) -> AsyncIterator[Wiring]:
         slow_command_ms=settings.mongodb_slow_command_ms,
     )
     try:
-        broker = create_broker(settings, "interlock-dev")
+        bus = KafkaBus(settings, "interlock-dev")
         yield Wiring(
-            bus=broker,
-            publisher=KafkaPublisher(broker),
+            bus=bus,
+            publisher=bus.publisher,
             store=store,
             checkpointer=AsyncMongoSaver(store.database),
         )
@@ -101,6 +101,7 @@ async def serve(settings: DevSettings) -> None:
     configure_logging("interlock-dev", level=settings.log_level, fmt=settings.log_format)
     configure_tracing("dev")
     wiring_of = embedded if settings.embedded else on_infrastructure
+    size_thread_pool(settings)
     async with wiring_of(settings) as wiring:
         await wiring.store.ensure_indexes()
         orchestrator, sweeper = register_orchestrator(
@@ -132,7 +133,7 @@ async def serve(settings: DevSettings) -> None:
             asyncio.create_task(abandoned.run_forever(settings.deadline_poll_seconds)),
             asyncio.create_task(gauges.run_forever(settings.metrics_poll_seconds)),
         ]
-        if isinstance(wiring.bus, KafkaBroker):  # --kafka: the groups' lag is measurable
+        if isinstance(wiring.bus, KafkaBus):  # --kafka: the groups' lag is measurable
             lag = consumer_lag_of(wiring.bus, settings)
             loops.append(asyncio.create_task(lag.run_forever(settings.metrics_poll_seconds)))
         if dispatcher is not None:

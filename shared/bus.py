@@ -3,8 +3,10 @@ domain handler into an at-least-once, dead-lettering subscriber.
 
 Delivery rules (ARCHITECTURE.md, "Delivery guarantees"):
 - producers are idempotent with ``acks=all``; ``publish`` returns once the broker acknowledged;
-- a subscriber commits its offset only after the handler returned, i.e. after the handler's
-  writes are stored and its outgoing events acknowledged (``AckPolicy.NACK_ON_ERROR``);
+- a subscriber commits an offset only after the handlers of it and of every message before it
+  in its partition returned, i.e. after their writes are stored and their outgoing events
+  acknowledged; messages of different keys (executions) are handled concurrently, those of one
+  key in order (``shared/kafka_consumer.py``, ``shared/keyed_window.py``);
 - a message that can never succeed (bad schema, rejected by the domain, or failing again and
   again) goes to the dead-letter topic with its reason and is committed, so it never blocks its
   partition; a failing dependency (database or broker down) is retried, never dead-lettered.
@@ -24,8 +26,6 @@ import structlog
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 from faststream.kafka import KafkaBroker
-from faststream.kafka.annotations import KafkaMessage
-from faststream.middlewares import AckPolicy
 from pydantic import BaseModel
 from pymongo.errors import PyMongoError
 
@@ -162,20 +162,6 @@ class Consumer(Generic[E]):
         self._dead_letter_topic = dead_letter_topic
         self._failures: dict[tuple[str, int, int], int] = {}
 
-    async def __call__(self, message: KafkaMessage) -> None:
-        record: Any = message.raw_message
-        key = record.key.decode(errors="replace") if record.key else None
-        await self.deliver(
-            Delivery(
-                topic=record.topic,
-                partition=record.partition,
-                offset=record.offset,
-                key=key,
-                body=message.body,
-                headers=dict(message.headers or {}),
-            )
-        )
-
     async def deliver(self, delivery: Delivery) -> None:
         """Handle one message; returns when it may be committed, raises to have it redelivered."""
         record = delivery
@@ -287,7 +273,8 @@ class DeliveryHandler(Protocol):
 
 
 class ConsumerHost(Protocol):
-    """A bus other than Kafka that runs ``Consumer``s itself (the in-process bus)."""
+    """A bus that runs ``Consumer``s: Kafka (``shared/kafka_bus.py``), the in-process bus of
+    ``interlock dev`` (``shared/inprocess_bus.py``), or the tests' direct bus."""
 
     def add_consumer(
         self,
@@ -303,12 +290,12 @@ class ConsumerHost(Protocol):
         ``limit``)."""
 
 
-Bus = KafkaBroker | ConsumerHost
-"""Where ``route`` subscribes: a Kafka broker, or the in-process bus of ``interlock dev``."""
+Bus = ConsumerHost
+"""Where ``route`` subscribes."""
 
 
 def route(
-    broker: Bus,
+    bus: Bus,
     settings: CommonSettings,
     publisher: EventPublisher,
     *,
@@ -316,10 +303,10 @@ def route(
     topic: str,
     model: type[E],
     handle: Callable[[E], Awaitable[None]],
-    max_poll_interval_ms: int = 300_000,
 ) -> None:
     """Subscribe ``handle`` to ``topic`` in the service's consumer group: messages are decoded as
-    ``model``, offsets committed only after success, failures retried or dead-lettered."""
+    ``model``, up to the service's concurrency at once (one execution's in order), offsets
+    committed only after success, failures retried or dead-lettered."""
     consumer = Consumer(
         name=f"{service}:{topic}",
         decode=lambda raw: decode_event(raw, (model,)),
@@ -328,28 +315,10 @@ def route(
         dead_letter_topic=settings.topics.dead_letters,
         topic_label=topic.removeprefix(settings.topics.prefix),
     )
-
-    if not isinstance(broker, KafkaBroker):
-        broker.add_consumer(
-            topic,
-            settings.consumer_group(service),
-            consumer,
-            limit=settings.consumer_concurrency,
-            max_held=settings.consumer_max_held,
-        )
-        return
-
-    async def handler(message: KafkaMessage) -> None:
-        await consumer(message)
-
-    broker.subscriber(
+    bus.add_consumer(
         topic,
-        group_id=settings.consumer_group(service),
-        auto_offset_reset="earliest",
-        ack_policy=AckPolicy.NACK_ON_ERROR,
-        max_poll_interval_ms=max_poll_interval_ms,
-        session_timeout_ms=settings.kafka_session_timeout_ms,
-        group_instance_id=settings.group_instance_id(topic),
-        heartbeat_interval_ms=max(1_000, settings.kafka_session_timeout_ms // 3),
-        title=f"{service}:{topic}",
-    )(handler)
+        settings.consumer_group(service),
+        consumer,
+        limit=settings.consumer_concurrency,
+        max_held=settings.consumer_max_held,
+    )

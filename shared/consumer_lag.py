@@ -16,9 +16,9 @@ from typing import Any
 import structlog
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
-from faststream.kafka import KafkaBroker
 
 from shared import metrics
+from shared.kafka_bus import KafkaBus
 from shared.kafka_security import client_options
 from shared.settings import CommonSettings
 
@@ -122,21 +122,10 @@ class ConsumerLag:
             await self.stop()
 
 
-def subscriptions_of(broker: KafkaBroker) -> list[Subscription]:
-    """The (group, topic) pairs the broker's subscribers consume."""
-    found: list[Subscription] = []
-    for subscriber in broker.subscribers:
-        group = getattr(subscriber, "group_id", None)
-        topics = getattr(subscriber, "topic_names", [])
-        if group:
-            found.extend((str(group), str(topic)) for topic in topics)
-    return found
-
-
-def consumer_lag_of(broker: KafkaBroker, settings: CommonSettings) -> ConsumerLag:
-    """The lag of the groups ``broker``'s subscribers consume in, labelled by base topic name."""
+def consumer_lag_of(bus: KafkaBus, settings: CommonSettings) -> ConsumerLag:
+    """The lag of the groups ``bus``'s consumers consume in, labelled by base topic name."""
     return ConsumerLag(
         client_options(settings),
-        subscriptions_of(broker),
+        bus.subscriptions(),
         topic_label=lambda topic: topic.removeprefix(settings.topics.prefix),
     )

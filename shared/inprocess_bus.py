@@ -1,12 +1,26 @@
 """The in-process bus of ``interlock dev``: Kafka's delivery rules in one process, on SQLite.
 
 Each topic is an append-only log (one table for all topics, ordered by row id); each consumer
-group has a committed offset per topic. One pump per (group, topic) hands the messages in order
-to that group's ``Consumer`` (the very wrapper the Kafka subscribers use: same decoding, dead
-letters and retries), commits after it returns, and delivers the message again after it raises.
-A publish returns once the message is stored, so what was in flight survives a restart of the
-process, as it would on Kafka. One partition per topic: order is total, which is more than the
-per-key order the services rely on.
+group has a committed offset per topic. One pump per (group, topic) hands the messages to that
+group's ``Consumer`` (the very wrapper the Kafka subscribers use: same decoding, dead letters and
+retries) as the Kafka consumers do (issue 19): through a ``KeyedWindow``, up to the consumer's
+``limit`` at once, those of one key strictly in order and one at a time, those of different keys
+(different executions) concurrently. A message is delivered again until the consumer returns
+(it raises for what may succeed later). A publish returns once the message is stored, so what
+was in flight survives a restart of the process, as it would on Kafka. One partition per topic:
+order is per key, with concurrency across keys; a message with no key is a key of its own.
+
+Offsets. The ``committed`` column is the highest row id of the topic that the group is done
+with, and everything of the topic below it is done too: a pump commits below the oldest message
+it has not finished, never past it, so a crash (or ``stop()``, which cancels what is in flight)
+redelivers every unfinished message, and perhaps some finished above it, which the handlers'
+idempotency guards absorb. Commits are coalesced: one write in flight per pump, covering the
+newest point when it goes, not one write per message.
+
+Back-pressure. A pump reads the rows above the highest it has fetched (on start, above the
+committed offset), no more than its window has room for (``max_held``: in flight or waiting
+behind their key), and stops reading while the window is full; it wakes on a publish to its
+topic and on a finished message that makes room, and otherwise sleeps.
 
 Retention: a message is deleted once every consumer group reading its topic has committed past
 it (``prune``). Nothing reads it again then: the pumps read above their group's offset, ``lag``
@@ -25,6 +39,7 @@ import asyncio
 import contextlib
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import aiosqlite
@@ -34,10 +49,12 @@ from pydantic import BaseModel
 from shared import tracing
 from shared.bus import RETRY_DELAY_SECONDS, Delivery, DeliveryHandler
 from shared.events import encode_event
+from shared.keyed_window import Held, KeyedWindow
 
 log = structlog.get_logger(__name__)
 
 BATCH = 100
+"""Rows a pump reads at once at most (fewer when its window has less room)."""
 IDLE_WAKE_SECONDS = 1.0
 """A pump with nothing to do looks again this often even without a wake-up (belt and braces)."""
 PRUNE_EVERY_COMMITS = 100
@@ -65,6 +82,17 @@ CREATE TABLE IF NOT EXISTS bus_offsets (
 """
 
 
+@dataclass(frozen=True)
+class _Subscription:
+    """A consumer group's consumer of one topic, and how many of its messages it may take on."""
+
+    topic: str
+    group_id: str
+    consumer: DeliveryHandler
+    limit: int
+    max_held: int
+
+
 class InProcessBus:
     """Publisher and consumer host in one; ``start()`` opens the log and starts the pumps."""
 
@@ -72,7 +100,9 @@ class InProcessBus:
         self._path = str(path)
         self._db: aiosqlite.Connection | None = None
         self._write = asyncio.Lock()
-        self._consumers: list[tuple[str, str, DeliveryHandler]] = []
+        self._consumers: list[_Subscription] = []
+        self._pumps: dict[tuple[str, str], _Pump] = {}
+        """By (group, topic), while the bus runs."""
         self._wake: dict[str, list[asyncio.Event]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._changed: set[str] = set()
@@ -89,9 +119,23 @@ class InProcessBus:
         limit: int = 1,
         max_held: int | None = None,
     ) -> None:
+        """Deliver ``topic``'s messages to ``consumer`` (its group's only one here): up to
+        ``limit`` at once, those of one key strictly in order, at most ``max_held`` fetched and
+        not finished (default ``limit``)."""
         if self._tasks:
             raise RuntimeError("add consumers before the bus starts")
-        self._consumers.append((topic, group_id, consumer))
+        if any(s.topic == topic and s.group_id == group_id for s in self._consumers):
+            # Two pumps of one group on one topic would each deliver every message.
+            raise ValueError(f"group {group_id!r} already has a consumer of {topic!r}")
+        held = limit if max_held is None else max_held
+        KeyedWindow[Delivery](limit=limit, max_held=held)  # limits that make no sense fail here
+        self._consumers.append(_Subscription(topic, group_id, consumer, limit, held))
+
+    def held(self, group_id: str, topic: str) -> int:
+        """Messages of ``topic`` the group's pump holds (in flight, or fetched and waiting behind
+        their key): never more than its ``max_held``. 0 while the bus is not running."""
+        pump = self._pumps.get((group_id, topic))
+        return pump.window.held if pump is not None else 0
 
     async def start(self) -> None:
         db = await aiosqlite.connect(self._path)
@@ -107,19 +151,22 @@ class InProcessBus:
         async with db.execute("SELECT DISTINCT topic FROM bus_messages") as cursor:
             self._changed = {str(row[0]) for row in await cursor.fetchall()}
         await self.prune()
-        for topic, group_id, consumer in self._consumers:
-            wake = asyncio.Event()
-            self._wake.setdefault(topic, []).append(wake)
-            task = asyncio.create_task(self._pump(topic, group_id, consumer, wake))
-            self._tasks.append(task)
+        for subscription in self._consumers:
+            pump = _Pump(self, subscription)
+            self._pumps[(subscription.group_id, subscription.topic)] = pump
+            self._wake.setdefault(subscription.topic, []).append(pump.wake)
+            self._tasks.append(asyncio.create_task(pump.run()))
 
     async def stop(self) -> None:
+        """Stop as a crash would, but tidily: the pumps and the messages in flight are cancelled
+        (redelivered on the next start), what was finished below them is committed."""
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
+        self._pumps = {}
         self._wake = {}
         if self._db is not None:
             await self.prune()
@@ -188,7 +235,7 @@ class InProcessBus:
         return deleted
 
     def _groups(self, topic: str) -> set[str]:
-        return {group for t, group, _ in self._consumers if t == topic}
+        return {s.group_id for s in self._consumers if s.topic == topic}
 
     async def _floor(self, topic: str, groups: set[str]) -> int:
         """The offset every group in ``groups`` has committed on ``topic`` (0: one has none)."""
@@ -214,8 +261,9 @@ class InProcessBus:
         """Messages published and not yet committed by every consumer (0: all caught up)."""
         total = 0
         db = self._connection()
-        for topic, group_id, _ in self._consumers:
-            committed = await self._committed(group_id, topic)
+        for subscription in self._consumers:
+            topic = subscription.topic
+            committed = await self._committed(subscription.group_id, topic)
             async with db.execute(
                 "SELECT COUNT(*) FROM bus_messages WHERE topic = ? AND id > ?", (topic, committed)
             ) as cursor:
@@ -229,6 +277,7 @@ class InProcessBus:
         return self._db
 
     async def _committed(self, group_id: str, topic: str) -> int:
+        """The highest id of ``topic`` the group is done with, and every one below it (0: none)."""
         async with self._connection().execute(
             "SELECT committed FROM bus_offsets WHERE group_id = ? AND topic = ?",
             (group_id, topic),
@@ -249,43 +298,154 @@ class InProcessBus:
             self._commits_since_prune += 1
         await self._maybe_prune()
 
-    async def _pump(
-        self, topic: str, group_id: str, consumer: DeliveryHandler, wake: asyncio.Event
-    ) -> None:
-        while True:
-            wake.clear()
-            committed = await self._committed(group_id, topic)
-            async with self._connection().execute(
-                "SELECT id, key, headers, body FROM bus_messages"
-                " WHERE topic = ? AND id > ? ORDER BY id LIMIT ?",
-                (topic, committed, BATCH),
-            ) as cursor:
-                rows = list(await cursor.fetchall())
-            if not rows:
-                await self._maybe_prune()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(wake.wait(), IDLE_WAKE_SECONDS)
-                continue
-            for offset, key, headers, body in rows:
-                delivery = Delivery(
-                    topic=topic,
-                    partition=0,
-                    offset=int(offset),
-                    key=key,
-                    body=bytes(body),
-                    headers=json.loads(headers),
-                )
-                await self._deliver_until_done(consumer, delivery)
-                await self._commit(group_id, topic, int(offset))
+    async def _rows_above(self, topic: str, offset: int, count: int) -> list[Delivery]:
+        """``topic``'s next ``count`` messages (at most) after ``offset``, oldest first."""
+        async with self._connection().execute(
+            "SELECT id, key, headers, body FROM bus_messages"
+            " WHERE topic = ? AND id > ? ORDER BY id LIMIT ?",
+            (topic, offset, count),
+        ) as cursor:
+            rows = list(await cursor.fetchall())
+        return [
+            Delivery(
+                topic=topic,
+                partition=0,
+                offset=int(row_id),
+                key=key,
+                body=bytes(body),
+                headers=json.loads(headers),
+            )
+            for row_id, key, headers, body in rows
+        ]
 
-    @staticmethod
-    async def _deliver_until_done(consumer: DeliveryHandler, delivery: Delivery) -> None:
-        # The consumer dead-letters what can never succeed and raises for what may succeed
-        # later (it has paused already): delivering again is the redelivery Kafka would do.
-        while True:
+
+class _Pump:
+    """One consumer group reading one topic: reads the log into a keyed window, runs what the
+    window lets start as tasks, and commits below the oldest message not finished."""
+
+    def __init__(self, bus: InProcessBus, subscription: _Subscription) -> None:
+        self._bus = bus
+        self._topic = subscription.topic
+        self._group_id = subscription.group_id
+        self._consumer = subscription.consumer
+        self.window: KeyedWindow[Delivery] = KeyedWindow(
+            limit=subscription.limit, max_held=subscription.max_held
+        )
+        self.wake = asyncio.Event()
+        """Set by a publish to the topic, and by a finish that makes room in a full window."""
+        self._fetched = 0
+        """The highest id read into the window: the next read is above it, not above the
+        committed offset (what is held is not read twice)."""
+        self._handlers: set[asyncio.Task[None]] = set()
+        self._to_commit = 0
+        """The highest id below which (and at which) everything is finished."""
+        self._committed = 0
+        """The highest id written as committed."""
+        self._committer: asyncio.Task[None] | None = None
+
+    async def run(self) -> None:
+        committed = await self._bus._committed(self._group_id, self._topic)
+        self._fetched = self._to_commit = self._committed = committed
+        try:
+            while True:
+                self.wake.clear()
+                if self.window.full:
+                    await self._sleep()  # back-pressure: a finish makes room and wakes us
+                    continue
+                room = min(BATCH, self.window.max_held - self.window.held)
+                deliveries = await self._bus._rows_above(self._topic, self._fetched, room)
+                for delivery in deliveries:
+                    self._offer(delivery)
+                self._start_ready()
+                if len(deliveries) == room:
+                    continue  # there may be more: read on while the window has room
+                # Caught up: only a publish brings more (a finish does not, the window has room).
+                await self._bus._maybe_prune()
+                await self._sleep()
+        finally:
+            await self._abandon_in_flight()
+
+    async def _sleep(self) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.wake.wait(), IDLE_WAKE_SECONDS)
+
+    def _offer(self, delivery: Delivery) -> None:
+        self._fetched = delivery.offset
+        # A message with no key is a key of its own: keyless messages do not wait for each other.
+        key = delivery.key if delivery.key is not None else ("no key", delivery.offset)
+        self.window.offer(Held(0, delivery.offset, key, delivery))
+
+    def _start_ready(self) -> None:
+        for held in self.window.start():
+            task = asyncio.create_task(self._handle(held))
+            self._handlers.add(task)
+            task.add_done_callback(self._handler_ended)
+
+    async def _handle(self, held: Held[Delivery]) -> None:
+        await _deliver_until_done(self._consumer, held.item)
+        was_full = self.window.full
+        point = self.window.finish(held)
+        if point is not None:
+            self._commit_below(point)
+        self._start_ready()  # the next of its key, or of another key now within the limit
+        if was_full:
+            self.wake.set()  # the pump stopped reading for want of room: there is some now
+
+    def _handler_ended(self, task: asyncio.Task[None]) -> None:
+        self._handlers.discard(task)
+        error = None if task.cancelled() else task.exception()
+        if error is not None:
+            # A bug, not a failed delivery (those are retried): the message stays in flight,
+            # holding back its key and the commits, so say so loudly.
+            log.error("bus.handler_crashed", consumer=self._consumer.name, exc_info=error)
+
+    def _commit_below(self, point: int) -> None:
+        """Everything below ``point`` (Kafka's convention: the next offset to read) is finished.
+        One write in flight per pump: a commit asked for while one is written is folded into
+        the next, which covers the newest point."""
+        self._to_commit = max(self._to_commit, point - 1)
+        if self._committer is None or self._committer.done():
+            self._committer = asyncio.create_task(self._write_commits())
+
+    async def _write_commits(self) -> None:
+        while self._committed < self._to_commit:
+            offset = self._to_commit
             try:
-                await consumer.deliver(delivery)
-                return
-            except Exception:
-                log.info("bus.redeliver", consumer=consumer.name, offset=delivery.offset)
+                await self._bus._commit(self._group_id, self._topic, offset)
+            except Exception as exc:
+                # A busy database: the messages are finished, the commit waits (a crash now would
+                # redeliver them, which the handlers absorb).
+                log.warning("bus.commit_failed", consumer=self._consumer.name, error=repr(exc))
                 await asyncio.sleep(RETRY_DELAY_SECONDS / 10)
+                continue
+            self._committed = offset
+
+    async def _abandon_in_flight(self) -> None:
+        """The pump is stopping: what is in flight is cancelled, unfinished, to be delivered
+        again on the next start as after a crash; what was finished below it is committed."""
+        handlers = list(self._handlers)
+        for task in handlers:
+            task.cancel()
+        await asyncio.gather(*handlers, return_exceptions=True)
+        if self._committer is not None and not self._committer.done():
+            # Its write may be half done; the one below covers it (a commit only moves forward).
+            self._committer.cancel()
+            await asyncio.gather(self._committer, return_exceptions=True)
+        if self._committed < self._to_commit:
+            # One attempt, not retries: a stop must not hang on a database that fails.
+            try:
+                await self._bus._commit(self._group_id, self._topic, self._to_commit)
+            except Exception as exc:
+                log.warning("bus.commit_failed", consumer=self._consumer.name, error=repr(exc))
+
+
+async def _deliver_until_done(consumer: DeliveryHandler, delivery: Delivery) -> None:
+    # The consumer dead-letters what can never succeed and raises for what may succeed
+    # later (it has paused already): delivering again is the redelivery Kafka would do.
+    while True:
+        try:
+            await consumer.deliver(delivery)
+            return
+        except Exception:
+            log.info("bus.redeliver", consumer=consumer.name, offset=delivery.offset)
+            await asyncio.sleep(RETRY_DELAY_SECONDS / 10)

@@ -154,11 +154,26 @@ class KeyedWindow(Generic[T]):
         progress.committed = point
         return point
 
-    def revoke(self, partition: Partition) -> None:
-        """Forget a partition taken away by a rebalance: its waiting messages are dropped (they
-        were not committed, so its next owner reads them), and its in-flight ones, when they
-        finish, commit nothing."""
-        self._partitions.pop(partition, None)
+    def abandon(self, message: Held[T]) -> None:
+        """A started message was given up unfinished (cancelled: the replica stops or loses its
+        partition). Its offset stays pending, so no commit ever passes it and it is delivered
+        again; the key's waiting messages are dropped with it (kept pending too), since none
+        may run before it."""
+        self._busy.discard(message.key)
+        self._in_flight -= 1
+        self._held -= 1
+        self._running[message.partition] -= 1
+        if not self._running[message.partition]:
+            del self._running[message.partition]
+        queue = self._waiting.pop(message.key, None)
+        if queue:
+            self._held -= len(queue)
+            self._ready = deque(k for k in self._ready if k != message.key)
+
+    def drop_waiting(self, partition: Partition) -> None:
+        """Stop starting ``partition``'s messages (it is being revoked): those not started are
+        dropped but stay pending, so the commit point can still move up to the first of them
+        as the partition's in-flight messages finish, and no further."""
         for key in list(self._waiting):
             queue = self._waiting[key]
             kept = deque(m for m in queue if m.partition != partition)
@@ -168,3 +183,16 @@ class KeyedWindow(Generic[T]):
             else:
                 del self._waiting[key]
         self._ready = deque(k for k in self._ready if k in self._waiting)
+
+    def forget(self, partition: Partition) -> None:
+        """Forget a partition: what it held and did not commit is its next owner's to read.
+        Its messages still in flight, when they finish, commit nothing."""
+        self._partitions.pop(partition, None)
+
+    def revoke(self, partition: Partition) -> None:
+        """Forget a partition taken away by a rebalance at once: its waiting messages are
+        dropped (they were not committed, so its next owner reads them), and its in-flight ones,
+        when they finish, commit nothing. (A consumer that can wait for the in-flight ones calls
+        ``drop_waiting``, then ``forget`` once they are done, to commit what they finished.)"""
+        self.drop_waiting(partition)
+        self.forget(partition)

@@ -20,6 +20,19 @@ HANDLER_SECONDS = Histogram(
     "Time a consumer's domain handler took for one message, whatever its outcome.",
     ["consumer"],
 )
+CONSUMER_IN_FLIGHT = Gauge(
+    "interlock_consumer_in_flight",
+    "Messages a subscription of this process is handling now, each of a different execution (at"
+    " most INTERLOCK_CONSUMER_CONCURRENCY).",
+    ["consumer"],
+)
+CONSUMER_HELD = Gauge(
+    "interlock_consumer_held",
+    "Messages a subscription of this process has fetched and not finished: in flight, or waiting"
+    " behind an earlier message of their execution. At INTERLOCK_CONSUMER_BUFFER it stops"
+    " fetching (back-pressure).",
+    ["consumer"],
+)
 DEAD_LETTERS = Counter(
     "interlock_dead_letters_total",
     "Messages a consumer sent to the dead-letter topic.",

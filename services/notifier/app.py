@@ -24,7 +24,7 @@ from services.notifier.wiring import build_channels
 from shared import tracing
 from shared.agents import AgentRegistry, load_registry
 from shared.background import background_hooks
-from shared.bus import Bus, EventPublisher, KafkaPublisher, create_broker, route
+from shared.bus import Bus, EventPublisher, route
 from shared.consumer_lag import consumer_lag_of
 from shared.events import (
     ExecutionStatusChanged,
@@ -33,6 +33,7 @@ from shared.events import (
     utc_now,
 )
 from shared.health import health_hooks
+from shared.kafka_bus import KafkaBus
 from shared.logging import announce_started, configure_logging
 from shared.notifications.action_links import LinkMinter
 from shared.notifications.config import ChannelConfig, ChannelError, load_channels
@@ -160,12 +161,12 @@ class Notifier:
 
 
 def register(
-    broker: Bus,
+    bus: Bus,
     settings: NotifierSettings,
     publisher: EventPublisher,
     store: Store | None = None,
 ) -> Dispatcher | None:
-    """Wire the notifier's handlers on ``broker``; returns the dispatcher to run (None without
+    """Wire the notifier's handlers on ``bus``; returns the dispatcher to run (None without
     a store: suspensions are then only logged)."""
     configs = load_channels(settings.notifications_file)
     linking = [n for n, c in configs.items() if getattr(c, "action_links", False)]
@@ -186,7 +187,7 @@ def register(
     notifier = Notifier(settings, notifications, channels, configs, registry=registry)
     topics = settings.topics
     route(
-        broker,
+        bus,
         settings,
         publisher,
         service=SERVICE,
@@ -195,7 +196,7 @@ def register(
         handle=notifier.on_suspended,
     )
     route(
-        broker,
+        bus,
         settings,
         publisher,
         service=SERVICE,
@@ -204,7 +205,7 @@ def register(
         handle=notifier.on_deadline,
     )
     route(
-        broker,
+        bus,
         settings,
         publisher,
         service=SERVICE,
@@ -227,16 +228,16 @@ def create_app(settings: NotifierSettings | None = None) -> FastStream:
     settings = settings or NotifierSettings()
     configure_logging(SERVICE, level=settings.log_level, fmt=settings.log_format)
     configure_tracing(SERVICE)
-    broker = create_broker(settings, SERVICE)
+    bus = KafkaBus(settings, SERVICE)
     store = MongoStore.connect(
         settings.mongodb_uri,
         settings.mongodb_database,
         operation_timeout_ms=settings.mongodb_timeout_ms,
         slow_command_ms=settings.mongodb_slow_command_ms,
     )
-    dispatcher = register(broker, settings, KafkaPublisher(broker), store)
+    dispatcher = register(bus, settings, bus.publisher, store)
     assert dispatcher is not None
-    lag = consumer_lag_of(broker, settings)
+    lag = consumer_lag_of(bus, settings)
     start_loops, stop_loops = background_hooks(
         lambda: dispatcher.run_forever(settings.notification_poll_seconds),
         lambda: lag.run_forever(settings.metrics_poll_seconds),
@@ -250,11 +251,11 @@ def create_app(settings: NotifierSettings | None = None) -> FastStream:
         await stop_loops()
         await store.close()
 
-    health_start, health_stop = health_hooks(settings, broker.ping, store.ping)
+    health_start, health_stop = health_hooks(settings, bus.broker.ping, store.ping)
     return FastStream(
-        broker,
+        bus.broker,
         on_startup=[*health_start, start],
-        after_startup=[start_loops, announce_started(SERVICE)],
-        on_shutdown=[stop],
+        after_startup=[bus.start_consumers, start_loops, announce_started(SERVICE)],
+        on_shutdown=[bus.stop_consumers, stop],
         after_shutdown=health_stop,
     )

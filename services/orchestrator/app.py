@@ -17,7 +17,7 @@ from services.orchestrator.handlers import Orchestrator
 from services.orchestrator.known import KnownExecutions
 from shared.agents import load_registry
 from shared.background import background_hooks
-from shared.bus import Bus, E, EventPublisher, KafkaPublisher, create_broker, route
+from shared.bus import Bus, E, EventPublisher, route
 from shared.consumer_lag import consumer_lag_of
 from shared.events import (
     CancelRequested,
@@ -28,6 +28,7 @@ from shared.events import (
     utc_now,
 )
 from shared.health import health_hooks
+from shared.kafka_bus import KafkaBus
 from shared.logging import announce_started, configure_logging
 from shared.settings import CommonSettings
 from shared.store.mongo import MongoStore
@@ -76,9 +77,9 @@ def clock_of(settings: OrchestratorSettings) -> Callable[[], datetime]:
 
 
 def register(
-    broker: Bus, settings: OrchestratorSettings, store: Store, publisher: EventPublisher
+    bus: Bus, settings: OrchestratorSettings, store: Store, publisher: EventPublisher
 ) -> tuple[Orchestrator, DeadlineSweeper]:
-    """Subscribe the orchestrator's handlers on ``broker`` (also used by the embedded mode);
+    """Subscribe the orchestrator's handlers on ``bus`` (also used by the embedded mode);
     the composition root runs the returned sweeper."""
     topics = settings.topics
     clock = clock_of(settings)
@@ -95,7 +96,7 @@ def register(
     )
 
     def on(topic: str, model: type[E], handle: Callable[[E], Awaitable[None]]) -> None:
-        route(broker, settings, publisher, service=SERVICE, topic=topic, model=model, handle=handle)
+        route(bus, settings, publisher, service=SERVICE, topic=topic, model=model, handle=handle)
 
     on(topics.requested, ExecutionRequested, orchestrator.on_requested)
     on(topics.decisions, DecisionSubmitted, orchestrator.on_decision)
@@ -120,17 +121,17 @@ def create_app(settings: OrchestratorSettings | None = None) -> FastStream:
     settings = settings or OrchestratorSettings()
     configure_logging(SERVICE, level=settings.log_level, fmt=settings.log_format)
     configure_tracing(SERVICE)
-    broker = create_broker(settings, SERVICE)
+    bus = KafkaBus(settings, SERVICE)
     store = MongoStore.connect(
         settings.mongodb_uri,
         settings.mongodb_database,
         operation_timeout_ms=settings.mongodb_timeout_ms,
         slow_command_ms=settings.mongodb_slow_command_ms,
     )
-    orchestrator, sweeper = register(broker, settings, store, KafkaPublisher(broker))
+    orchestrator, sweeper = register(bus, settings, store, bus.publisher)
     abandoned = abandoned_requests(orchestrator, settings, store)
     gauges = ExecutionGauges(store.executions)
-    lag = consumer_lag_of(broker, settings)
+    lag = consumer_lag_of(bus, settings)
     start_loops, stop_loops = background_hooks(
         lambda: sweeper.run_forever(settings.deadline_poll_seconds),
         lambda: abandoned.run_forever(settings.deadline_poll_seconds),
@@ -142,11 +143,11 @@ def create_app(settings: OrchestratorSettings | None = None) -> FastStream:
         await store.ping()
         await store.ensure_indexes()
 
-    health_start, health_stop = health_hooks(settings, broker.ping, store.ping)
+    health_start, health_stop = health_hooks(settings, bus.broker.ping, store.ping)
     return FastStream(
-        broker,
+        bus.broker,
         on_startup=[*health_start, start],
-        after_startup=[start_loops, announce_started(SERVICE)],
-        on_shutdown=[stop_loops],
+        after_startup=[bus.start_consumers, start_loops, announce_started(SERVICE)],
+        on_shutdown=[bus.stop_consumers, stop_loops],
         after_shutdown=[store.close, *health_stop],
     )

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any, Self
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import structlog
 from faststream import FastStream
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from services.sandbox.checkpointer import GuardedSaver
 from services.sandbox.handlers import Sandbox
@@ -16,11 +18,12 @@ from services.sandbox.mongo_checkpoints import AsyncMongoSaver
 from services.sandbox.runner import AgentRunner, GraphCache
 from shared.agents import load_registry
 from shared.background import background_hooks
-from shared.bus import Bus, EventPublisher, KafkaPublisher, create_broker, route
+from shared.bus import Bus, EventPublisher, route
 from shared.consumer_lag import consumer_lag_of
 from shared.errors import RetryableError
 from shared.events import ExecutionDispatched
 from shared.health import health_hooks
+from shared.kafka_bus import KafkaBus
 from shared.logging import announce_started, configure_logging
 from shared.settings import CommonSettings
 from shared.store.mongo import MongoStore
@@ -34,23 +37,11 @@ log = structlog.get_logger(__name__)
 class SandboxSettings(CommonSettings):
     run_timeout_seconds: float = Field(default=1_800, gt=0)
     """Longest one agent run (start to suspension or end) may take; a longer one fails."""
-    max_poll_interval_ms: int = Field(default=3_600_000, ge=10_000)
-    """Kafka hands the partition to another replica if one message takes longer than this;
-    it must exceed the run timeout (checked at start-up)."""
-    consumer_concurrency: int = Field(default=16, ge=1, le=10_000)
+    consumer_concurrency: int = Field(default=32, ge=1, le=10_000)
     """Agent runs this replica has in flight at once (each of a different execution): most of a
     run is spent waiting on models and tools, so one process keeps many going."""
     max_checkpoint_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
     max_step_result_bytes: int = Field(default=1024 * 1024, ge=64)
-
-    @model_validator(mode="after")
-    def _run_fits_poll_interval(self) -> Self:
-        if self.run_timeout_seconds * 1000 >= self.max_poll_interval_ms:
-            raise ValueError(
-                "run_timeout_seconds must be shorter than max_poll_interval_ms, or a long run"
-                " would be handed to a second replica while the first still runs it"
-            )
-        return self
 
 
 def build_sandbox(
@@ -81,6 +72,17 @@ def build_sandbox(
     return sandbox, graphs
 
 
+def size_thread_pool(settings: SandboxSettings) -> None:
+    """Give the running loop a default executor with a thread per run in flight. LangGraph runs
+    an agent's synchronous nodes and tools in it, and asyncio's default (``min(32, cores + 4)``
+    threads: 6 on two cores) would cap the runs doing synchronous I/O at once well below
+    ``consumer_concurrency``."""
+    workers = max(settings.consumer_concurrency, 8)
+    asyncio.get_running_loop().set_default_executor(
+        ThreadPoolExecutor(max_workers=workers, thread_name_prefix="agent-run")
+    )
+
+
 async def publish_agent_versions(graphs: GraphCache, store: Store) -> None:
     """Load every agent now (a broken one fails the start, not the first execution) and tell
     the gateway and the orchestrator which versions run here."""
@@ -90,16 +92,16 @@ async def publish_agent_versions(graphs: GraphCache, store: Store) -> None:
 
 
 def register(
-    broker: Bus,
+    bus: Bus,
     settings: SandboxSettings,
     store: Store,
     publisher: EventPublisher,
     checkpointer: BaseCheckpointSaver[Any],
 ) -> tuple[Sandbox, GraphCache]:
-    """Wire a sandbox on ``broker`` (``interlock dev`` and in-process tests use this); publish
+    """Wire a sandbox on ``bus`` (``interlock dev`` and in-process tests use this); publish
     its agent versions with ``publish_agent_versions`` once the store is open."""
     sandbox, graphs = build_sandbox(settings, store, publisher, checkpointer)
-    _subscribe(broker, settings, publisher, sandbox.on_dispatched)
+    _subscribe(bus, settings, publisher, sandbox.on_dispatched)
     return sandbox, graphs
 
 
@@ -117,20 +119,19 @@ class _LateSandbox:
 
 
 def _subscribe(
-    broker: Bus,
+    bus: Bus,
     settings: SandboxSettings,
     publisher: EventPublisher,
     handle: Callable[[ExecutionDispatched], Awaitable[None]],
 ) -> None:
     route(
-        broker,
+        bus,
         settings,
         publisher,
         service=SERVICE,
         topic=settings.topics.dispatched,
         model=ExecutionDispatched,
         handle=handle,
-        max_poll_interval_ms=settings.max_poll_interval_ms,
     )
 
 
@@ -138,8 +139,8 @@ def create_app(settings: SandboxSettings | None = None) -> FastStream:
     settings = settings or SandboxSettings()
     configure_logging(SERVICE, level=settings.log_level, fmt=settings.log_format)
     configure_tracing(SERVICE)
-    broker = create_broker(settings, SERVICE)
-    publisher = KafkaPublisher(broker)
+    bus = KafkaBus(settings, SERVICE)
+    publisher = bus.publisher
     store = MongoStore.connect(
         settings.mongodb_uri,
         settings.mongodb_database,
@@ -147,9 +148,10 @@ def create_app(settings: SandboxSettings | None = None) -> FastStream:
         slow_command_ms=settings.mongodb_slow_command_ms,
     )
     late = _LateSandbox()
-    _subscribe(broker, settings, publisher, late.on_dispatched)
+    _subscribe(bus, settings, publisher, late.on_dispatched)
 
     async def start() -> None:
+        size_thread_pool(settings)
         await store.ping()
         await store.ensure_indexes()
         # On the store's own client: one pool, the same timeouts and command timing.
@@ -161,15 +163,15 @@ def create_app(settings: SandboxSettings | None = None) -> FastStream:
     async def stop() -> None:
         await store.close()
 
-    lag = consumer_lag_of(broker, settings)
+    lag = consumer_lag_of(bus, settings)
     start_loops, stop_loops = background_hooks(
         lambda: lag.run_forever(settings.metrics_poll_seconds)
     )
-    health_start, health_stop = health_hooks(settings, broker.ping, store.ping)
+    health_start, health_stop = health_hooks(settings, bus.broker.ping, store.ping)
     return FastStream(
-        broker,
+        bus.broker,
         on_startup=[*health_start, start],
-        after_startup=[start_loops, announce_started(SERVICE)],
-        on_shutdown=[stop_loops],
+        after_startup=[bus.start_consumers, start_loops, announce_started(SERVICE)],
+        on_shutdown=[bus.stop_consumers, stop_loops],
         after_shutdown=[stop, *health_stop],
     )

@@ -65,6 +65,10 @@ class Scenario:
     """Stop settling early once no execution moved for this long (a long backlog's scenarios:
     ``settle_seconds`` is then only the cap)."""
     description: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+    """More environment for every service process."""
+    effects_delay_ms: int = 0
+    """How long the effects service takes to answer (the agents' emails: slow runs)."""
 
 
 @dataclass
@@ -95,7 +99,7 @@ async def run_scenario(scenario: Scenario, *, kafka: str, mongodb: str, workdir:
     started = time.monotonic()
     await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
     infra = None
-    effects = Effects()
+    effects = Effects(delay_ms=scenario.effects_delay_ms)
     cluster: Cluster | None = None
     supervisor: Supervisor | None = None
     try:
@@ -117,6 +121,7 @@ async def run_scenario(scenario: Scenario, *, kafka: str, mongodb: str, workdir:
                 "INTERLOCK_METRICS_POLL_SECONDS": "15",
             }
         )
+        cluster.env.update(scenario.env)
         if scenario.faults:
             # In every process's environment, restarts included: each named point lives in one
             # service, and the once-folder makes it fire once across all of them.

@@ -11,6 +11,8 @@ import signal
 import time
 from dataclasses import dataclass
 
+import httpx
+
 from tests.chaos import poison
 from tests.chaos.harness import kill
 from tests.chaos.runner import Context, Scenario
@@ -118,6 +120,41 @@ async def zombie_sandbox(ctx: Context) -> None:
         ctx.notes.append(f"sandbox-{frozen[0]} stopped past its lease, resumed, fenced")
     except AssertionError as exc:
         ctx.violation("fenced", str(exc)[:300])
+
+
+SANDBOX_LIMIT = 8
+"""The scenario's sandbox runs this many executions at once (INTERLOCK_CONSUMER_CONCURRENCY)."""
+SLOW_EFFECT_MS = 1500
+"""Each email takes this long to be answered (applied at once): runs stay in flight."""
+
+
+async def sandbox_in_flight(ctx: Context) -> float:
+    """Runs the sandbox has in flight now, from its /metrics (0 while it is down)."""
+    port = ctx.cluster.health_ports[("sandbox", 0)]
+    try:
+        async with httpx.AsyncClient(timeout=5) as client:
+            text = (await client.get(f"http://127.0.0.1:{port}/metrics")).text
+    except httpx.HTTPError:
+        return 0.0
+    for line in text.splitlines():
+        if line.startswith("interlock_consumer_in_flight{") and "dispatched" in line:
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+async def kill_sandbox_at_its_limit(ctx: Context) -> None:
+    ctx.workload.start(4 * SANDBOX_LIMIT, spacing=0.1)
+    for round_ in (1, 2):
+        await eventually(
+            lambda: sandbox_in_flight(ctx),
+            lambda n: n >= SANDBOX_LIMIT,
+            timeout=120,
+            interval=0.1,
+            what=f"the sandbox to have {SANDBOX_LIMIT} runs in flight",
+        )
+        ctx.faults += kill(ctx.cluster, "sandbox", 0)
+        ctx.notes.append(f"sandbox SIGKILLed with {SANDBOX_LIMIT} runs in flight ({round_})")
+        await asyncio.sleep(3)  # restarted by the supervisor; its runs come back
 
 
 def _stopped(pid: int) -> bool:
@@ -383,6 +420,15 @@ SCENARIOS: list[Scenario] = [
     Scenario("offsets-reset-to-earliest", offsets_reset, quick=True, settle_seconds=30),
     *(at_point(p) for p in (*SANDBOX_POINTS, ORCHESTRATOR_POINT)),
     Scenario("sigkill-each-service-in-turn", kill_each_service),
+    Scenario(
+        "sigkill-sandbox-with-its-limit-in-flight",
+        kill_sandbox_at_its_limit,
+        sandboxes=1,
+        env={"INTERLOCK_CONSUMER_CONCURRENCY": str(SANDBOX_LIMIT)},
+        effects_delay_ms=SLOW_EFFECT_MS,
+        description=f"a sandbox with {SANDBOX_LIMIT} runs in flight (slow emails) is SIGKILLed,"
+        " twice: each run is taken up again, each email sent once",
+    ),
     Scenario(
         "zombie-sandbox-fenced",
         zombie_sandbox,

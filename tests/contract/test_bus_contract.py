@@ -1,8 +1,8 @@
 """The bus contract: the same tests on real Kafka, on the in-process bus of ``interlock dev``
-(SQLite-backed), and on FastStream's in-memory test broker (the unit tests' bus).
+(SQLite-backed), and on the synchronous in-memory bus of the unit tests (tests/direct_bus.py):
+every fake passes the contract of the real buses, redelivery after a failing dependency included.
 
-What the in-memory test broker cannot do is said where it matters: it has no offsets to rewind,
-so redelivery after a failing dependency is checked on Kafka and the in-process bus.
+A bus is one entry of ``OPENERS``: how to open a ``Harness`` on it.
 """
 
 from __future__ import annotations
@@ -10,20 +10,20 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
-from faststream.kafka import TestKafkaBroker
-from faststream.kafka.annotations import KafkaMessage
 
-from shared.bus import Delivery, KafkaPublisher, create_broker, ensure_topics, route
+from shared.bus import ConsumerHost, EventPublisher, ensure_topics, route
 from shared.errors import RejectedMessage, RetryableError
 from shared.events import AgentInput, ExecutionRequested, encode_event
 from shared.inprocess_bus import InProcessBus
+from shared.kafka_bus import KafkaBus
 from shared.settings import CommonSettings
+from tests.direct_bus import Collector, DirectBus
 from tests.eventually import eventually
 
 
@@ -65,28 +65,6 @@ def request(execution_id: str, agent: str = "refund-approval") -> ExecutionReque
     )
 
 
-BUSES = [
-    "memory",
-    "inprocess",
-    pytest.param("kafka", marks=pytest.mark.integration),
-]
-
-
-@pytest.fixture(params=BUSES)
-async def harness(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Harness]:
-    async with open_harness(request, tmp_path, request.param) as h:
-        yield h
-
-
-@pytest.fixture(params=["inprocess", pytest.param("kafka", marks=pytest.mark.integration)])
-async def redelivering_harness(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> AsyncIterator[Harness]:
-    """The buses that redeliver: the in-memory test broker has no offsets to rewind."""
-    async with open_harness(request, tmp_path, request.param) as h:
-        yield h
-
-
 def contract_settings(bootstrap: str) -> CommonSettings:
     run = uuid.uuid4().hex[:8]
     return CommonSettings(
@@ -98,49 +76,22 @@ def contract_settings(bootstrap: str) -> CommonSettings:
 
 
 @asynccontextmanager
-async def open_harness(
-    request: pytest.FixtureRequest, tmp_path: Path, kind: str
+async def open_kafka_harness(
+    request: pytest.FixtureRequest, tmp_path: Path
 ) -> AsyncIterator[Harness]:
-    if kind == "inprocess":
-        async with open_inprocess_harness(tmp_path) as h:
-            yield h
-        return
-    real = kind == "kafka"
-    bootstrap = request.getfixturevalue("kafka_bootstrap") if real else "unused:9092"
-    settings = contract_settings(bootstrap)
-    if real:
-        await ensure_topics(settings)
-    broker = create_broker(settings, "contract")
+    settings = contract_settings(request.getfixturevalue("kafka_bootstrap"))
+    await ensure_topics(settings)
+    bus = KafkaBus(settings, "contract")
 
     async def send(payload: bytes, key: str) -> None:
-        await broker.publish(payload, topic=settings.topics.requested, key=key.encode())
+        await bus.broker.publish(payload, topic=settings.topics.requested, key=key.encode())
 
     h = Harness(send=send, settings=settings)
-    route(broker, settings, KafkaPublisher(broker), **handler_route(h, settings))
-
-    @broker.subscriber(
-        settings.topics.dead_letters,
-        group_id=f"{settings.consumer_group_prefix}-dlq",
-        auto_offset_reset="earliest",
+    route(bus, settings, bus.publisher, **handler_route(h, settings))
+    collector = Collector("dead-letter-collector", h.dead_letters)
+    bus.add_consumer(
+        settings.topics.dead_letters, f"{settings.consumer_group_prefix}-dlq", collector
     )
-    async def collect(message: KafkaMessage) -> None:
-        h.dead_letters.append(json.loads(message.body))
-
-    async with TestKafkaBroker(broker, with_real=real):
-        yield h
-
-
-@asynccontextmanager
-async def open_inprocess_harness(tmp_path: Path) -> AsyncIterator[Harness]:
-    settings = contract_settings("unused:9092")
-    bus = InProcessBus(tmp_path / "bus.sqlite")
-
-    async def send(payload: bytes, key: str) -> None:
-        await bus.publish_raw(payload, settings.topics.requested, key=key)
-
-    h = Harness(send=send, settings=settings)
-    route(bus, settings, bus, **handler_route(h, settings))
-    bus.add_consumer(settings.topics.dead_letters, "dlq", DeadLetterCollector(h))
     await bus.start()
     try:
         yield h
@@ -148,13 +99,68 @@ async def open_inprocess_harness(tmp_path: Path) -> AsyncIterator[Harness]:
         await bus.stop()
 
 
-@dataclass
-class DeadLetterCollector:
-    harness: Harness
-    name: str = "dead-letter-collector"
+class HostingBus(ConsumerHost, EventPublisher, Protocol):
+    """A bus that runs ``route``'s consumers itself and takes an outside producer's bytes."""
 
-    async def deliver(self, delivery: Delivery) -> None:
-        self.harness.dead_letters.append(json.loads(delivery.body))
+    async def publish_raw(
+        self, body: bytes, topic: str, *, key: str | None, headers: dict[str, str] | None = None
+    ) -> None: ...
+
+
+def hosted_harness(bus: HostingBus) -> Harness:
+    """The contract's handler and dead-letter collector on a bus that hosts its consumers."""
+    settings = contract_settings("unused:9092")
+
+    async def send(payload: bytes, key: str) -> None:
+        await bus.publish_raw(payload, settings.topics.requested, key=key)
+
+    h = Harness(send=send, settings=settings)
+    route(bus, settings, bus, **handler_route(h, settings))
+    collector = Collector("dead-letter-collector", h.dead_letters)
+    bus.add_consumer(settings.topics.dead_letters, "dlq", collector)
+    return h
+
+
+@asynccontextmanager
+async def open_inprocess_harness(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[Harness]:
+    bus = InProcessBus(tmp_path / "bus.sqlite")
+    h = hosted_harness(bus)
+    await bus.start()
+    try:
+        yield h
+    finally:
+        await bus.stop()
+
+
+@asynccontextmanager
+async def open_direct_harness(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[Harness]:
+    # Nothing to start: each publish is delivered before it returns.
+    yield hosted_harness(DirectBus())
+
+
+Opener = Callable[[pytest.FixtureRequest, Path], AbstractAsyncContextManager[Harness]]
+
+OPENERS: dict[str, Opener] = {
+    "direct": open_direct_harness,
+    "inprocess": open_inprocess_harness,
+    "kafka": open_kafka_harness,
+}
+"""Every bus the contract runs on: a new bus is one more entry."""
+NEEDS_INFRASTRUCTURE = {"kafka"}
+BUSES = [
+    pytest.param(kind, marks=pytest.mark.integration) if kind in NEEDS_INFRASTRUCTURE else kind
+    for kind in OPENERS
+]
+
+
+@pytest.fixture(params=BUSES)
+async def harness(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Harness]:
+    async with OPENERS[request.param](request, tmp_path) as h:
+        yield h
 
 
 def handler_route(h: Harness, settings: CommonSettings) -> dict[str, Any]:
@@ -222,10 +228,8 @@ async def test_missing_field_names_the_field(harness: Harness) -> None:
     assert "agent" in letter["reason"] and "Field required" in letter["reason"]
 
 
-async def test_a_failing_dependency_is_retried_not_dead_lettered(
-    redelivering_harness: Harness,
-) -> None:
-    h = redelivering_harness
+async def test_a_failing_dependency_is_retried_not_dead_lettered(harness: Harness) -> None:
+    h = harness
     h.transient_failures_left = 2
     await h.publish_raw(encode_event(request("flaky-1", agent="flaky-agent")), key="flaky")
     [event] = await h.wait_handled(1)

@@ -189,6 +189,8 @@ async def test_the_equality_index_goes_with_its_index_on_postgresql(
     await statuses.drop_index("by_status_deadline")
     assert equality_index_scans(await explain(statuses, {"status": "suspended"}), "status")
     await statuses.drop_index("by_status_id")
-    nodes = postgres_nodes((await explain(statuses, {"status": "suspended"}))["queryPlanner"]["Plan"])
+    nodes = postgres_nodes(
+        (await explain(statuses, {"status": "suspended"}))["queryPlanner"]["Plan"]
+    )
     assert "Seq Scan" in [n["Node Type"] for n in nodes]
     assert await statuses.count_documents({"status": "suspended"}) == DOCUMENTS // 100 + 1

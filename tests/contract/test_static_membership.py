@@ -13,8 +13,9 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 from faststream.kafka import KafkaBroker
 
-from shared.bus import KafkaPublisher, create_broker, ensure_topics, route
+from shared.bus import ensure_topics, route
 from shared.events import AgentInput, ExecutionRequested, encode_event
+from shared.kafka_bus import KafkaBus
 from shared.settings import CommonSettings
 from tests.eventually import eventually
 
@@ -38,25 +39,25 @@ def settings_for(bootstrap: str, run: str, instance: str | None) -> CommonSettin
 
 @asynccontextmanager
 async def replica(settings: CommonSettings, handled: list[str]) -> AsyncIterator[KafkaBroker]:
-    broker = create_broker(settings, "static-membership")
+    bus = KafkaBus(settings, "static-membership")
 
     async def handle(event: ExecutionRequested) -> None:
         handled.append(event.execution_id)
 
     route(
-        broker,
+        bus,
         settings,
-        KafkaPublisher(broker),
+        bus.publisher,
         service="static",
         topic=settings.topics.requested,
         model=ExecutionRequested,
         handle=handle,
     )
-    await broker.start()
+    await bus.start()
     try:
-        yield broker
+        yield bus.broker
     finally:
-        await broker.stop()
+        await bus.stop()
 
 
 async def members(bootstrap: str, group: str) -> list[str]:

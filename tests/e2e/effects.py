@@ -14,11 +14,13 @@ from tests.eventually import eventually
 
 
 class Effects:
-    def __init__(self) -> None:
+    def __init__(self, *, delay_ms: int = 0) -> None:
+        """``delay_ms``: each effect is answered this long after it is applied."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.e2e.effects_server", str(self.port)], cwd=REPO
+            [sys.executable, "-m", "tests.e2e.effects_server", str(self.port), str(delay_ms)],
+            cwd=REPO,
         )
 
     async def wait_ready(self) -> None:

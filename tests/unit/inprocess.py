@@ -1,11 +1,10 @@
-"""All four services' handlers wired on FastStream's in-memory broker with the in-memory store and
-LangGraph's in-memory saver. The in-memory broker delivers each publish to its subscribers before
-``publish`` returns, so every step is complete on return. The ``world`` fixture (tests/unit/
-conftest.py) builds one per test."""
+"""All four services' handlers wired on the synchronous in-memory bus (tests/direct_bus.py) with
+the in-memory store and LangGraph's in-memory saver. The bus delivers each publish to its
+consumers before ``publish`` returns, so every step is complete on return. The ``world`` fixture
+(tests/unit/conftest.py) builds one per test."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -14,8 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from faststream.kafka import KafkaBroker, TestKafkaBroker
-from faststream.kafka.annotations import KafkaMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from services.gateway.intake import DecisionOutcome, Intake, ReviewAnswer
@@ -27,12 +24,12 @@ from services.orchestrator.deadlines import DeadlineSweeper
 from services.sandbox.app import SandboxSettings
 from services.sandbox.app import register as register_sandbox
 from shared.agents import load_registry
-from shared.bus import KafkaPublisher, create_broker
 from shared.domain.execution import Execution
 from shared.domain.principals import Reviewer, person
 from shared.events import AgentInput
 from shared.store.memory import InMemoryStore
 from shared.topics import Topics
+from tests.direct_bus import Collector, DirectBus
 
 SCOPE = {"project_id": "p1", "workspace_id": "w1"}
 TESTER = Reviewer(label="tester", identity=person("tester@example.com"))
@@ -45,7 +42,8 @@ class World:
     intake: Intake
     store: InMemoryStore
     ledger: Path
-    broker: KafkaBroker
+    bus: DirectBus
+    """The services' bus: what tests publish with, raw (``publish_raw``) or as events."""
     topics: Topics
     dispatches: list[dict[str, Any]]
     sweeper: DeadlineSweeper
@@ -99,42 +97,40 @@ async def in_process_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> A
     ledger = tmp_path / "ledger.jsonl"
     monkeypatch.setenv("INTERLOCK_AGENT_LEDGER", str(ledger))
     settings = SandboxSettings(kafka_bootstrap_servers="unused:9092", topic_prefix="mem.")
-    broker = create_broker(settings, "in-process")
-    publisher = KafkaPublisher(broker)
+    bus = DirectBus()
     store = InMemoryStore()
     clock_file = tmp_path / "clock"
     orchestrator_settings = OrchestratorSettings(
         kafka_bootstrap_servers="unused:9092", topic_prefix="mem.", clock_file=clock_file
     )
-    _, sweeper = register_orchestrator(broker, orchestrator_settings, store, publisher)
-    register_sandbox(broker, settings, store, publisher, InMemorySaver())
+    _, sweeper = register_orchestrator(bus, orchestrator_settings, store, bus)
+    register_sandbox(bus, settings, store, bus, InMemorySaver())
     notifier_settings = NotifierSettings(kafka_bootstrap_servers="unused:9092", topic_prefix="mem.")
     # With the store, suspensions are stored as deliveries for the configured channels (none
     # unless a test points INTERLOCK_NOTIFICATIONS_FILE at some).
-    register_notifier(broker, notifier_settings, publisher, store)
+    register_notifier(bus, notifier_settings, bus, store)
     registry = load_registry(settings.agents_file)
-    intake = Intake(store=store, publisher=publisher, topics=settings.topics, registry=registry)
+    intake = Intake(store=store, publisher=bus, topics=settings.topics, registry=registry)
+    # Observers, added last: a message reaches them once the services' consumers (and what
+    # those published in turn) are done with it.
     dispatches: list[dict[str, Any]] = []
-
-    @broker.subscriber(settings.topics.dispatched, group_id="test-observer")
-    async def observe(message: KafkaMessage) -> None:
-        dispatches.append(json.loads(message.body))
-
+    bus.add_consumer(
+        settings.topics.dispatched, "test-observer", Collector("test-observer", dispatches)
+    )
     deadline_events: list[dict[str, Any]] = []
-
-    @broker.subscriber(settings.topics.deadlines, group_id="test-deadline-observer")
-    async def observe_deadlines(message: KafkaMessage) -> None:
-        deadline_events.append(json.loads(message.body))
-
-    async with TestKafkaBroker(broker):
-        yield World(
-            intake,
-            store,
-            ledger,
-            broker,
-            settings.topics,
-            dispatches,
-            sweeper,
-            clock_file,
-            deadline_events,
-        )
+    bus.add_consumer(
+        settings.topics.deadlines,
+        "test-deadline-observer",
+        Collector("test-deadline-observer", deadline_events),
+    )
+    yield World(
+        intake,
+        store,
+        ledger,
+        bus,
+        settings.topics,
+        dispatches,
+        sweeper,
+        clock_file,
+        deadline_events,
+    )

@@ -13,7 +13,6 @@ import pytest
 
 from services.gateway import app as gateway_app
 from services.gateway.app import GatewaySettings, create_app
-from shared.bus import KafkaPublisher
 from shared.domain.execution import ExecutionStatus
 from shared.domain.principals import Reviewer, group, person
 from shared.notifications.action_links import (
@@ -108,7 +107,7 @@ async def http(world: World, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[h
     settings = GatewaySettings(
         kafka_bootstrap_servers="unused:9092", topic_prefix="mem.", action_link_secret=SECRET
     )
-    app = create_app(settings, store=world.store, publisher=KafkaPublisher(world.broker))
+    app = create_app(settings, store=world.store, publisher=world.bus)
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as client:
         yield client
@@ -211,7 +210,7 @@ async def test_expired_altered_and_disabled_links_decide_nothing(
     assert (await world.execution(execution_id)).status is ExecutionStatus.SUSPENDED
 
     settings = GatewaySettings(kafka_bootstrap_servers="unused:9092", topic_prefix="mem.")
-    plain = create_app(settings, store=world.store, publisher=KafkaPublisher(world.broker))
+    plain = create_app(settings, store=world.store, publisher=world.bus)
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=plain), base_url="http://gateway"
     ) as client:

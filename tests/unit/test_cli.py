@@ -1,8 +1,8 @@
-"""The reviewer CLI against the real gateway app, in-process: the four services' handlers on
-FastStream's in-memory broker with the in-memory store (as in test_inprocess_flow), the gateway
-served by Starlette's TestClient, which is the httpx client the CLI is handed. The in-memory
-broker runs every step before ``publish`` returns, so each execution is settled by the time the
-gateway answers and the CLI's polling never sleeps."""
+"""The reviewer CLI against the real gateway app, in-process: the four services' handlers on the
+synchronous in-memory bus (tests/direct_bus.py) with the in-memory store (as in
+test_inprocess_flow), the gateway served by Starlette's TestClient, which is the httpx client the
+CLI is handed. The bus runs every step before ``publish`` returns, so each execution is settled
+by the time the gateway answers and the CLI's polling never sleeps."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ import httpx
 import pytest
 from click.testing import Result
 from fastapi.testclient import TestClient
-from faststream.kafka import TestKafkaBroker
 from langgraph.checkpoint.memory import InMemorySaver
 from structlog.testing import capture_logs
 from typer.testing import CliRunner
@@ -33,9 +32,9 @@ from services.orchestrator.app import OrchestratorSettings
 from services.orchestrator.app import register as register_orchestrator
 from services.sandbox.app import SandboxSettings
 from services.sandbox.app import register as register_sandbox
-from shared.bus import KafkaPublisher, create_broker
 from shared.store.api_keys import Role, create_key
 from shared.store.memory import InMemoryStore
+from tests.direct_bus import DirectBus
 
 REVIEW_BLOCK = """--- Execution suspended for human review ---
 
@@ -81,23 +80,19 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cli]:
     monkeypatch.setenv("INTERLOCK_AGENT_LEDGER", str(ledger))
     common = {"kafka_bootstrap_servers": "unused:9092", "topic_prefix": "cli."}
     settings = SandboxSettings(**common)
-    broker = create_broker(settings, "in-process")
-    publisher = KafkaPublisher(broker)
+    bus = DirectBus()
     store = InMemoryStore()
-    register_orchestrator(broker, OrchestratorSettings(**common), store, publisher)
-    register_sandbox(broker, settings, store, publisher, InMemorySaver())
-    register_notifier(broker, NotifierSettings(**common), publisher)
+    register_orchestrator(bus, OrchestratorSettings(**common), store, bus)
+    register_sandbox(bus, settings, store, bus, InMemorySaver())
+    register_notifier(bus, NotifierSettings(**common), bus)
     # create_app would reconfigure structlog for the whole process: loggers cached under that
     # configuration escape later tests' capture_logs. Capturing here keeps the services' logs
     # out of the CLI's output and leaves the configuration as it was.
     monkeypatch.setattr(gateway_app, "configure_logging", lambda *args, **kwargs: None)
-    gateway = create_app(GatewaySettings(**common), store=store, publisher=publisher)
-    # The broker and the store then live on the TestClient's event loop, like the app does.
-    with (
-        capture_logs(),
-        TestClient(gateway) as client,
-        client.portal.wrap_async_context_manager(TestKafkaBroker(broker)),
-    ):
+    gateway = create_app(GatewaySettings(**common), store=store, publisher=bus)
+    # The gateway's requests, hence the services' handlers the bus runs in them, and the store
+    # live on the TestClient's event loop.
+    with capture_logs(), TestClient(gateway) as client:
         _, secret = client.portal.call(
             lambda: create_key(store.api_keys, project_id="demo", role=Role.OWNER, name="t")
         )

@@ -20,7 +20,6 @@ from services.gateway import app as gateway_app
 from services.gateway.app import GatewaySettings, create_app
 from services.gateway.auth import KeyRechecks
 from services.gateway.stream import StreamCursor
-from shared.bus import KafkaPublisher
 from shared.store.api_keys import ApiKey, Role, create_key
 from shared.store.memory.api_keys import InMemoryApiKeys
 from tests.eventually import eventually
@@ -38,7 +37,7 @@ async def gateway(
     # create_app would reconfigure structlog for the whole process (see test_cli.py).
     monkeypatch.setattr(gateway_app, "configure_logging", lambda *args, **kwargs: None)
     built = GatewaySettings(kafka_bootstrap_servers="unused:9092", topic_prefix="mem.", **settings)
-    app = create_app(built, store=world.store, publisher=KafkaPublisher(world.broker))
+    app = create_app(built, store=world.store, publisher=world.bus)
     if secret is None:
         _, secret = await create_key(
             world.store.api_keys, project_id="p1", role=Role.OWNER, name="t"

@@ -22,7 +22,6 @@ from structlog.testing import capture_logs
 from services.gateway import app as gateway_app
 from services.gateway.app import GatewaySettings, create_app
 from services.gateway.auth import GatewayKeys, bearer_secret, warn_if_development_key_present
-from shared.bus import KafkaPublisher
 from shared.crypto import new_key_entry
 from shared.store.api_keys import DEVELOPMENT_KEY_ID, ApiKey, ApiKeys, Role, create_key
 from tests.unit.inprocess import World
@@ -70,7 +69,7 @@ def gateway(
     if settings.get("environment") == "production":
         settings.setdefault("encryption_keys", new_key_entry())
     built = GatewaySettings(kafka_bootstrap_servers="unused:9092", topic_prefix="mem.", **settings)
-    return create_app(built, store=world.store, publisher=KafkaPublisher(world.broker)), built
+    return create_app(built, store=world.store, publisher=world.bus), built
 
 
 @asynccontextmanager

@@ -1,26 +1,24 @@
-"""The whole lifecycle with no I/O: the four services' handlers on the in-memory broker (the
-``world`` fixture, tests/unit/inprocess.py)."""
+"""The whole lifecycle with no I/O: the four services' handlers on the synchronous in-memory bus
+(the ``world`` fixture, tests/unit/inprocess.py)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+from typing import Any
 
 import pytest
-from faststream.kafka import TestKafkaBroker
-from faststream.kafka.annotations import KafkaMessage
 
 from agents.ledger import read_all
 from services.gateway.intake import DecisionConflict
 from services.orchestrator.app import OrchestratorSettings
 from services.orchestrator.app import register as register_orchestrator
 from services.sandbox.app import SandboxSettings
-from shared.bus import KafkaPublisher, create_broker
 from shared.domain.decisions import DecisionNotAllowed, NotSuspended
 from shared.domain.execution import ExecutionStatus
 from shared.events import AgentInput, DecisionSubmitted, ExecutionRequested, encode_event
 from shared.store.memory import InMemoryStore
 from shared.store.ports import Claim
+from tests.direct_bus import Collector, DirectBus
 from tests.unit.inprocess import World
 
 SCOPE = {"project_id": "p1", "workspace_id": "w1"}
@@ -100,8 +98,8 @@ async def test_redelivered_events_make_no_second_transition_or_dispatch(world: W
         **SCOPE,
     )
     for _ in range(2):
-        await world.broker.publish(encode_event(requested), world.topics.requested, key=b"k")
-        await world.broker.publish(encode_event(decision), world.topics.decisions, key=b"k")
+        await world.bus.publish_raw(encode_event(requested), world.topics.requested, key="k")
+        await world.bus.publish_raw(encode_event(decision), world.topics.decisions, key="k")
     again = await world.execution(started.execution_id)
     assert again == done
     assert [(d["kind"], d["epoch"]) for d in world.dispatches] == [("start", 1), ("resume", 2)]
@@ -114,27 +112,22 @@ async def test_a_redelivered_request_sends_the_same_dispatch_again(tmp_path: Pat
     records what was sent). It is the same command, which the sandbox recognises by its epoch;
     the execution does not change."""
     settings = SandboxSettings(kafka_bootstrap_servers="unused:9092", topic_prefix="solo.")
-    broker = create_broker(settings, "solo")
+    bus = DirectBus()
     store = InMemoryStore()
     orchestrator_settings = OrchestratorSettings(
         kafka_bootstrap_servers="unused:9092", topic_prefix="solo."
     )
-    register_orchestrator(broker, orchestrator_settings, store, KafkaPublisher(broker))
-    dispatches: list[bytes] = []
-
-    @broker.subscriber(settings.topics.dispatched, group_id="observer")
-    async def observe(message: KafkaMessage) -> None:
-        dispatches.append(message.body)
+    register_orchestrator(bus, orchestrator_settings, store, bus)
+    sent: list[dict[str, Any]] = []
+    bus.add_consumer(settings.topics.dispatched, "observer", Collector("observer", sent))
 
     event = ExecutionRequested(
         execution_id="solo-1", agent="refund-approval", input=AgentInput(message="x"), **SCOPE
     )
-    async with TestKafkaBroker(broker):
-        for _ in range(3):
-            await broker.publish(encode_event(event), settings.topics.requested, key=b"solo-1")
+    for _ in range(3):
+        await bus.publish_raw(encode_event(event), settings.topics.requested, key="solo-1")
     stored = await store.executions.get("p1", "solo-1")
     assert stored is not None and (stored.status, stored.epoch) == (ExecutionStatus.PENDING, 1)
     assert stored.version == 2
-    sent = [json.loads(d) for d in dispatches]
     once = ("solo-1:dispatch:1", 1, "start")
     assert [(d["event_id"], d["epoch"], d["kind"]) for d in sent] == [once] * 3

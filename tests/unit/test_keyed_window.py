@@ -126,6 +126,33 @@ def test_a_revoked_partition_is_forgotten_and_commits_nothing() -> None:
     assert [(m.partition, m.offset) for m in window.start()] == [(1, 1)]
 
 
+def test_a_partition_being_revoked_commits_what_finishes_but_nothing_past_a_dropped_one() -> None:
+    window: KeyedWindow[int] = KeyedWindow(limit=2, max_held=10)
+    for message in fetched(count=4, keys=2):
+        window.offer(message)
+    first, second = window.start()  # offsets 0 and 1; 2 and 3 wait behind their keys
+    window.drop_waiting(0)
+    assert window.held == 2 and window.start() == []
+    assert window.finish(first) == 1
+    assert window.finish(second) == 2  # not past offset 2: it was dropped, never handled
+    assert window.in_flight_of(0) == 0
+    window.forget(0)
+    window.offer(Held(0, 2, "p0-key-0", 2))  # the next assignment reads from the commit point
+    assert [m.offset for m in window.start()] == [2]
+
+
+def test_an_abandoned_message_is_never_committed_nor_overtaken_by_its_key() -> None:
+    window: KeyedWindow[int] = KeyedWindow(limit=2, max_held=10)
+    for message in fetched(count=4, keys=2):
+        window.offer(message)
+    first, second = window.start()
+    window.abandon(first)  # offset 0 cancelled: offset 2, same key, must not run before it
+    assert window.start() == [] and window.in_flight == 1
+    assert window.finish(second) is None  # offset 0 is still pending
+    assert [m.offset for m in window.start()] == [3]
+    assert window.held == 1
+
+
 def test_limits_must_make_sense() -> None:
     with pytest.raises(ValueError):
         KeyedWindow(limit=0, max_held=1)

@@ -18,7 +18,6 @@ from services.gateway.app import GatewaySettings, create_app
 from services.notifier.app import Notifier, NotifierSettings
 from services.notifier.delivery import Dispatcher
 from services.orchestrator.gauges import ExecutionGauges
-from shared.bus import KafkaPublisher
 from shared.events import ExecutionSuspended, PendingInterrupt
 from shared.health import health_app
 from shared.notifications.config import WebhookConfig
@@ -75,7 +74,7 @@ async def test_a_rejected_message_counts_as_a_dead_letter(world: World) -> None:
             {"consumer": consumer, "topic": "decision.submitted", "outcome": "dead_letter"},
         ),
     )
-    await world.broker.publish(b"not json", topic=world.topics.decisions, key=b"x")
+    await world.bus.publish_raw(b"not json", world.topics.decisions, key="x")
     assert moved() == [1, 1]
 
 
@@ -162,7 +161,7 @@ async def test_the_gateway_serves_metrics_on_its_health_listener_not_on_the_api_
         rate_limit_burst=1,
         health_port=port,
     )
-    app = create_app(settings, store=world.store, publisher=KafkaPublisher(world.broker))
+    app = create_app(settings, store=world.store, publisher=world.bus)
     assert "/metrics" not in app.openapi()["paths"]
     transport = httpx.ASGITransport(app=app)
     async with (
@@ -227,7 +226,7 @@ async def test_gateway_requests_count_by_route_template_and_status(
         rate_limit_per_second=0.001,
         rate_limit_burst=1,
     )
-    app = create_app(settings, store=world.store, publisher=KafkaPublisher(world.broker))
+    app = create_app(settings, store=world.store, publisher=world.bus)
     route = "/api/v1/projects/{project_id}/executions/{execution_id}"
     moved = deltas(
         ("interlock_http_requests_total", {"method": "GET", "route": route, "status": "401"}),

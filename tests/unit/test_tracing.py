@@ -2,7 +2,7 @@
 to the sandbox's graph nodes and durable steps and to the notifier's delivery, and the resume
 (a trace of its own, started by the reviewer's request) links back to the execution's origin.
 
-The four services' handlers run in one process on the in-memory broker (tests/unit/inprocess.py)
+The four services' handlers run in one process on the in-memory bus (tests/unit/inprocess.py)
 behind the real gateway app; spans go to the SDK's in-memory exporter."""
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from services.gateway.app import GatewaySettings, create_app
 from services.notifier.channels.webhook import new_secret
 from services.notifier.delivery import Dispatcher
 from shared import tracing
-from shared.bus import KafkaPublisher
 from shared.events import utc_now
 from shared.notifications.model import Notification
 from shared.store.api_keys import Role, create_key
@@ -93,9 +92,7 @@ async def traced_world(
 async def client(traced_world: World, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Any]:
     monkeypatch.setattr(gateway_app, "configure_logging", lambda *args, **kwargs: None)
     settings = GatewaySettings(kafka_bootstrap_servers="unused:9092", topic_prefix="mem.")
-    app = create_app(
-        settings, store=traced_world.store, publisher=KafkaPublisher(traced_world.broker)
-    )
+    app = create_app(settings, store=traced_world.store, publisher=traced_world.bus)
     _, secret = await create_key(
         traced_world.store.api_keys, project_id="p1", role=Role.OWNER, name="tracing"
     )

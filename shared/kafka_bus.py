@@ -1,0 +1,75 @@
+"""A service's Kafka: FastStream's broker publishes (the service's FastStream app runs it), and a
+keyed consumer per subscription consumes (``shared/kafka_consumer.py``: many messages at once,
+one execution's in order). ``route`` subscribes on it as on the in-process bus."""
+
+from __future__ import annotations
+
+from shared.bus import DeliveryHandler, KafkaPublisher, create_broker
+from shared.kafka_consumer import ConsumerOptions, KeyedKafkaConsumer
+from shared.kafka_security import client_options
+from shared.settings import CommonSettings
+
+MAX_POLL_INTERVAL_MS = 300_000
+"""How long the group waits for a member's poll before it takes the member for dead. The fetch
+loop polls at least every second, however long the handlers take, so this bounds only how long
+a rebalance may wait for a member to let its partitions go (which is at most the graceful
+timeout)."""
+
+
+class KafkaBus:
+    def __init__(self, settings: CommonSettings, client_id: str) -> None:
+        self.broker = create_broker(settings, client_id)
+        self.publisher = KafkaPublisher(self.broker)
+        self._settings = settings
+        self._client_id = client_id
+        self.consumers: list[KeyedKafkaConsumer] = []
+
+    def add_consumer(
+        self,
+        topic: str,
+        group_id: str,
+        consumer: DeliveryHandler,
+        *,
+        limit: int = 1,
+        max_held: int | None = None,
+    ) -> None:
+        s = self._settings
+        options = ConsumerOptions(
+            client=client_options(s),
+            group_id=group_id,
+            group_instance_id=s.group_instance_id(topic),
+            session_timeout_ms=s.kafka_session_timeout_ms,
+            heartbeat_interval_ms=max(1_000, s.kafka_session_timeout_ms // 3),
+            max_poll_interval_ms=MAX_POLL_INTERVAL_MS,
+            graceful_timeout_seconds=s.graceful_timeout_seconds,
+            client_id=self._client_id,
+        )
+        self.consumers.append(
+            KeyedKafkaConsumer(topic, consumer, options, limit=limit, max_held=max_held or limit)
+        )
+
+    def subscriptions(self) -> list[tuple[str, str]]:
+        """The (group, topic) pairs consumed here (for the lag gauge)."""
+        return [(c.group_id, c.topic) for c in self.consumers]
+
+    async def start(self) -> None:
+        """Start publishing and consuming (a process without a FastStream app: ``interlock
+        dev --kafka``, tests)."""
+        await self.broker.start()
+        await self.start_consumers()
+
+    async def stop(self) -> None:
+        await self.stop_consumers()
+        await self.broker.stop()
+
+    async def start_consumers(self) -> None:
+        """Join the groups and start consuming (after the broker has started: the handlers
+        publish)."""
+        for consumer in self.consumers:
+            await consumer.start()
+
+    async def stop_consumers(self) -> None:
+        """Let what is in flight finish (up to the graceful timeout), commit, leave (before the
+        broker stops: the last handlers still publish)."""
+        for consumer in self.consumers:
+            await consumer.stop()

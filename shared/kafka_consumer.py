@@ -1,0 +1,336 @@
+"""One subscription of one replica to a Kafka topic, handling many messages at once and those of
+one key (one execution) strictly in order (issue 19): ``KeyedWindow`` decides, this does the I/O.
+
+Why not FastStream's subscriber: FastStream 0.7 hands a subscriber one message at a time, and its
+concurrent subscribers either commit before handling (``AckPolicy.ACK_FIRST``: a crash loses the
+message) or run one worker per partition (``max_workers`` with manual commits: 12 partitions
+would cap a sandbox at 12 runs, and a slow execution holds up every other of its partition).
+Ordering by key within a partition needs the offsets committed below the lowest message still in
+flight, which only a consumer that owns its commits can do; so this is aiokafka's consumer
+directly, behind the same ``route`` (``docs/architecture.md``, "Concurrency").
+
+- **Fetch loop.** ``getmany`` fills the window up to ``max_held`` messages; when the window is
+  full the partitions are paused (the broker sends nothing more), and the loop still polls every
+  ``LIVENESS_SECONDS`` so the group never takes the replica for dead while its runs are long.
+- **Tasks.** Each started message runs in a task of its own through the ``Consumer`` wrapper
+  (decode, handle, dead-letter), retried in place while the wrapper asks for it (a failing
+  dependency): the offset is not passed until it is done.
+- **Commits.** A finished message may move its partition's commit point; one commit request is
+  in flight at a time and carries the newest point of every partition, so commits coalesce under
+  load and cost one request per message at most.
+- **Rebalance.** A revoked partition stops starting messages at once; the listener waits up to
+  the graceful timeout for its messages in flight (cancelling the rest), commits what they
+  finished, and only then lets the partition go: one execution never runs on two replicas.
+- **Stop.** The same for every partition, then the consumer closes (a static member keeps its
+  partitions for its successor).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+from aiokafka.abc import ConsumerRebalanceListener
+from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
+
+from shared import metrics
+from shared.bus import Delivery, DeliveryHandler
+from shared.keyed_window import Held, KeyedWindow
+
+log = structlog.get_logger(__name__)
+
+LIVENESS_SECONDS = 1.0
+"""While the window is full, the consumer still polls (all partitions paused) this often: the
+group coordinator takes a member that does not poll within ``max_poll_interval_ms`` for dead."""
+FETCH_WAIT_MS = 500
+"""The longest one ``getmany`` waits for new messages before the loop looks around again."""
+COMMIT_RETRY_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class ConsumerOptions:
+    """How one keyed consumer joins its group (``shared/bus.py`` fills it from the settings)."""
+
+    client: dict[str, Any]
+    """aiokafka client options: bootstrap servers and security."""
+    group_id: str
+    group_instance_id: str | None
+    session_timeout_ms: int
+    heartbeat_interval_ms: int
+    max_poll_interval_ms: int
+    graceful_timeout_seconds: float
+    client_id: str
+
+
+def delivery_of(record: ConsumerRecord[bytes, bytes]) -> Delivery:
+    return Delivery(
+        topic=record.topic,
+        partition=record.partition,
+        offset=record.offset,
+        key=record.key.decode(errors="replace") if record.key else None,
+        body=record.value or b"",
+        headers={k: v.decode(errors="replace") for k, v in record.headers or ()},
+    )
+
+
+def key_of(record: ConsumerRecord[bytes, bytes]) -> Hashable:
+    # A keyless message (an outside producer's) has no order to keep: a key of its own.
+    return record.key if record.key else (record.partition, record.offset)
+
+
+class KeyedKafkaConsumer:
+    def __init__(
+        self,
+        topic: str,
+        handler: DeliveryHandler,
+        options: ConsumerOptions,
+        *,
+        limit: int,
+        max_held: int,
+    ) -> None:
+        self.topic = topic
+        self.group_id = options.group_id
+        self._handler = handler
+        self._options = options
+        self._window: KeyedWindow[ConsumerRecord[bytes, bytes]] = KeyedWindow(
+            limit=limit, max_held=max_held
+        )
+        self._consumer: AIOKafkaConsumer | None = None
+        self._assigned: set[TopicPartition] = set()
+        self._leaving: set[TopicPartition] = set()
+        """Assigned partitions being revoked: nothing more of theirs starts or is retried."""
+        self._tasks: dict[asyncio.Task[None], Held[ConsumerRecord[bytes, bytes]]] = {}
+        self._to_commit: dict[TopicPartition, int] = {}
+        self._commit_wanted = asyncio.Event()
+        self._room = asyncio.Event()
+        self._loops: list[asyncio.Task[None]] = []
+        self._in_flight_gauge = metrics.CONSUMER_IN_FLIGHT.labels(handler.name)
+        self._held_gauge = metrics.CONSUMER_HELD.labels(handler.name)
+
+    @property
+    def in_flight(self) -> int:
+        return self._window.in_flight
+
+    @property
+    def held(self) -> int:
+        return self._window.held
+
+    async def start(self) -> None:
+        o = self._options
+        consumer = AIOKafkaConsumer(
+            **o.client,
+            group_id=o.group_id,
+            group_instance_id=o.group_instance_id,
+            client_id=o.client_id,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            session_timeout_ms=o.session_timeout_ms,
+            heartbeat_interval_ms=o.heartbeat_interval_ms,
+            max_poll_interval_ms=o.max_poll_interval_ms,
+        )
+        consumer.subscribe([self.topic], listener=_Rebalance(self))
+        await consumer.start()
+        self._consumer = consumer
+        self._loops = [
+            asyncio.create_task(self._fetch_loop(), name=f"fetch {self.topic}"),
+            asyncio.create_task(self._commit_loop(), name=f"commit {self.topic}"),
+        ]
+
+    async def stop(self) -> None:
+        """Stop fetching, let the messages in flight finish (up to the graceful timeout; the rest
+        are cancelled and delivered again to whoever reads the partition next), commit, close."""
+        consumer = self._consumer
+        if consumer is None:
+            return
+        fetch, commit = self._loops
+        fetch.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await fetch
+        self._leaving |= self._assigned
+        await self._drain(set(self._assigned))
+        commit.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await commit
+        await self._commit_now()
+        self._consumer = None
+        await consumer.stop()
+
+    async def abort(self) -> None:
+        """Stop at once, as a process that dies does: what is in flight is cancelled and nothing
+        more is committed (the bus contract tests crash a consumer with this)."""
+        consumer = self._consumer
+        if consumer is None:
+            return
+        self._consumer = None
+        for task in [*self._loops, *self._tasks]:
+            task.cancel()
+        await asyncio.gather(*self._loops, *self._tasks, return_exceptions=True)
+        self._to_commit.clear()
+        await consumer.stop()
+
+    # -- fetching -------------------------------------------------------------------------
+
+    async def _fetch_loop(self) -> None:
+        while True:
+            try:
+                await self._fetch_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the client reconnects by itself; don't spin meanwhile
+                log.warning("consumer.fetch_failed", topic=self.topic, error=repr(exc))
+                await asyncio.sleep(COMMIT_RETRY_SECONDS)
+
+    async def _fetch_once(self) -> None:
+        consumer = self._kafka()
+        if self._window.full:
+            self._pause()
+            self._room.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._room.wait(), LIVENESS_SECONDS)
+            # Says "alive" to the group. Paused partitions return nothing, but one assigned
+            # meanwhile may: what is returned is taken, never dropped (its position has moved).
+            self._take(await consumer.getmany(timeout_ms=0))
+            return
+        self._resume()
+        room = self._window.max_held - self._window.held
+        self._take(await consumer.getmany(timeout_ms=FETCH_WAIT_MS, max_records=room))
+
+    def _take(self, batch: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]) -> None:
+        for partition, records in batch.items():
+            if partition not in self._assigned or partition in self._leaving:
+                continue  # revoked while the fetch was out: its next owner reads them
+            for record in records:
+                self._window.offer(Held(partition, record.offset, key_of(record), record))
+        self._start_ready()
+
+    def _pause(self) -> None:
+        consumer = self._kafka()
+        if self._assigned - consumer.paused():
+            consumer.pause(*self._assigned)
+
+    def _resume(self) -> None:
+        consumer = self._kafka()
+        paused = consumer.paused()
+        if paused:
+            consumer.resume(*paused)
+
+    # -- handling -------------------------------------------------------------------------
+
+    def _start_ready(self) -> None:
+        for held in self._window.start():
+            task = asyncio.create_task(self._handle(held))
+            self._tasks[task] = held
+            task.add_done_callback(self._finished)
+        self._measure()
+
+    def _measure(self) -> None:
+        self._in_flight_gauge.set(self._window.in_flight)
+        self._held_gauge.set(self._window.held)
+
+    async def _handle(self, held: Held[ConsumerRecord[bytes, bytes]]) -> None:
+        delivery = delivery_of(held.item)
+        while True:
+            try:
+                await self._handler.deliver(delivery)
+                return
+            except Exception:
+                # The wrapper has logged, counted and paused already; it raises only for what
+                # may succeed later (a dependency down), so the message is handled again here,
+                # as Kafka would redeliver it, unless its partition has gone elsewhere.
+                if held.partition in self._leaving or held.partition not in self._assigned:
+                    raise
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        held = self._tasks.pop(task)
+        if task.cancelled() or task.exception() is not None:
+            self._window.abandon(held)
+        else:
+            point = self._window.finish(held)
+            if point is not None:
+                self._to_commit[held.partition] = point
+                self._commit_wanted.set()
+        self._room.set()
+        if self._consumer is not None and not self._loops[0].done():
+            self._start_ready()
+        else:
+            self._measure()
+
+    async def _drain(self, partitions: set[TopicPartition]) -> None:
+        """Wait for the messages of ``partitions`` in flight, up to the graceful timeout, then
+        cancel what is left (not committed: delivered again)."""
+        for partition in partitions:
+            self._window.drop_waiting(partition)
+        tasks = [t for t, held in self._tasks.items() if held.partition in partitions]
+        if not tasks:
+            return
+        _, late = await asyncio.wait(tasks, timeout=self._options.graceful_timeout_seconds)
+        for task in late:
+            task.cancel()
+        if late:
+            log.warning("consumer.cancelled_in_flight", topic=self.topic, messages=len(late))
+            await asyncio.wait(late)
+
+    # -- committing -----------------------------------------------------------------------
+
+    async def _commit_loop(self) -> None:
+        while True:
+            await self._commit_wanted.wait()
+            await self._commit_now()
+
+    async def _commit_now(self) -> None:
+        self._commit_wanted.clear()
+        offsets, self._to_commit = self._to_commit, {}
+        offsets = {p: o for p, o in offsets.items() if p in self._assigned}
+        if not offsets or self._consumer is None:
+            return
+        try:
+            await self._consumer.commit(offsets)
+        except (CommitFailedError, IllegalStateError) as exc:
+            # The group moved on (a rebalance): those partitions are someone else's now, and
+            # what they finished is delivered again there, absorbed by the idempotency guards.
+            log.warning("consumer.commit_dropped", topic=self.topic, error=repr(exc))
+        except KafkaError as exc:
+            log.warning("consumer.commit_failed", topic=self.topic, error=repr(exc))
+            for partition, offset in offsets.items():  # keep the newest point of each
+                self._to_commit[partition] = max(offset, self._to_commit.get(partition, 0))
+            await asyncio.sleep(COMMIT_RETRY_SECONDS)
+            self._commit_wanted.set()
+
+    def _kafka(self) -> AIOKafkaConsumer:
+        if self._consumer is None:
+            raise RuntimeError("the consumer is not started")
+        return self._consumer
+
+    # -- rebalancing (called by aiokafka's coordinator, which awaits them) -----------------
+
+    async def revoked(self, partitions: set[TopicPartition]) -> None:
+        mine = partitions & self._assigned
+        self._leaving |= mine
+        try:
+            await self._drain(mine)
+            await self._commit_now()  # still ours until this returns
+        finally:
+            for partition in mine:
+                self._assigned.discard(partition)
+                self._leaving.discard(partition)
+                self._window.forget(partition)
+
+    def assigned(self, partitions: set[TopicPartition]) -> None:
+        self._assigned |= partitions
+        self._room.set()
+
+
+class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, owner: KeyedKafkaConsumer) -> None:
+        self._owner = owner
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        await self._owner.revoked(set(revoked))
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self._owner.assigned(set(assigned))
