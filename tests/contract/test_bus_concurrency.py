@@ -385,3 +385,62 @@ async def sample(probe: Callable[[], int], seen: list[int]) -> None:
     while True:
         seen.append(probe())
         await asyncio.sleep(0.002)
+
+
+@pytest.mark.integration
+async def test_a_key_never_runs_on_two_replicas_through_rebalances(kafka_bootstrap: str) -> None:
+    """Two replicas of one group on two partitions: one joins while the other is busy, then the
+    first stops (gracefully). Each rebalance lets a partition go only once its messages in flight
+    are done and committed, so no key is ever in flight on both, and nothing is applied twice."""
+    run = uuid.uuid4().hex[:8]
+    settings = CommonSettings(
+        kafka_bootstrap_servers=kafka_bootstrap,
+        topic_prefix=f"rebalance-{run}.",
+        topic_partitions=2,
+        graceful_timeout_seconds=30,
+    )
+    await ensure_topics(settings)
+    topic, group = settings.topics.requested, f"rebalance-{run}"
+    effects = Effects()
+    running: set[str] = set()
+    overlaps: list[str] = []
+
+    class Replica(Recorder):
+        async def deliver(self, delivery: Delivery) -> None:
+            key = str(delivery.key)
+            if key in running:
+                overlaps.append(delivery.body.decode())
+            running.add(key)
+            try:
+                await super().deliver(delivery)
+            finally:
+                running.discard(key)
+
+    def replica(name: str) -> tuple[KafkaBus, Replica]:
+        bus = KafkaBus(settings, name)
+        handler = Replica(effects, name=name, max_seconds=0.3)
+        bus.add_consumer(topic, group, handler, limit=LIMIT, max_held=MAX_HELD)
+        return bus, handler
+
+    first, first_handler = replica("replica-1")
+    second, second_handler = replica("replica-2")
+    await first.start()
+    try:
+        messages = []
+        for index in range(MESSAGES):
+            key, body = message_of(index)
+            await first.broker.publish(body.encode(), topic=topic, key=key.encode())
+            messages.append(body)
+        await until("a tenth applied", lambda: len(effects.applied) >= MESSAGES // 10)
+        await second.start()  # a rebalance while the first has its limit in flight
+        await until("the second replica at work", lambda: bool(second_handler.delivered), 60)
+        assert len(effects.applied) < MESSAGES, "too fast to see the rebalances"
+        await first.stop()  # another: the second takes both partitions
+        await until(f"all {MESSAGES} applied", lambda: len(effects.applied) == MESSAGES, 60)
+    finally:
+        await first.stop()
+        await second.stop()
+
+    assert overlaps == [], "a key was in flight on two replicas at once"
+    assert sorted(effects.applied) == sorted(messages)  # each applied once, none lost
+    assert in_order_per_key(effects.applied)
