@@ -13,7 +13,7 @@ from pathlib import Path
 
 from bench import report
 from bench.modes import MODES
-from bench.run import log, measure, measure_history, scratch, write
+from bench.run import log, measure, measure_concurrency, measure_history, scratch, write
 from tests.e2e.cluster import REPO
 
 DOCS = REPO / "docs" / "benchmarks.md"
@@ -54,6 +54,13 @@ def main() -> None:
         help="only figure 8 (history growth), with PREFILL finished executions stored; JSON to"
         " --out or bench/results/history/, the page untouched",
     )
+    parser.add_argument(
+        "--concurrency-only",
+        action="store_true",
+        help="only figures 9 and 10 (executions in flight per sandbox replica, memory under a"
+        " backlog) at the mode's sizes; JSON to --out or bench/results/concurrency/, the page"
+        " untouched",
+    )
     args = parser.parse_args()
     if args.report is not None:
         regenerate(args.report, args.docs or DOCS)
@@ -78,6 +85,17 @@ def main() -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(only, indent=2, sort_keys=True) + "\n")
         log(f"wrote {path}")
+        return
+    if args.concurrency_only:
+        result = asyncio.run(
+            measure_concurrency(mode, kafka=kafka, mongodb=mongodb, workdir=workdir)
+        )
+        out = args.out or REPO / "bench" / "results" / "concurrency"
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / f"concurrency-{mode.name}.json"
+        path.write_text(json.dumps(result["summary"], indent=2, sort_keys=True) + "\n")
+        (out / f"concurrency-{mode.name}.raw.json").write_text(json.dumps(result["raw"]) + "\n")
+        log(f"wrote {path} (and its .raw.json)")
         return
     result = asyncio.run(measure(mode, kafka=kafka, mongodb=mongodb, workdir=workdir))
     out = args.out or REPO / "bench" / "results" / mode.name

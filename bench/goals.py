@@ -69,7 +69,7 @@ def evaluate(figures: dict[str, Any]) -> list[dict[str, Any]]:
     floor = _get(figures, "peers", FLOOR, "throughput", "cpu_ms_per_execution")
     commands = _get(dist, "throughput", "1", "store_commands_per_execution", "total")
     history = figures.get("history") or {}
-    return [
+    targets = [
         _target("decision -> next step p50", "<= 15 ms", resume.get("p50_ms"), 15, False),
         _target("decision -> next step p99", "<= 60 ms", resume.get("p99_ms"), 60, False),
         _target("full executions per second", ">= 50 /s", best or None, 50, True),
@@ -107,6 +107,36 @@ def evaluate(figures: dict[str, Any]) -> list[dict[str, Any]]:
                 _get(history, "empty", "decision_to_next_step", "p50_ms"),
             ),
             1.1,
+            False,
+        ),
+    ]
+    return [*targets, *_backlog_targets(figures.get("backlog"))]
+
+
+FLAT_MB = 5.0
+"""RSS growth of a consumer from a small backlog to the full one that still counts as flat."""
+
+
+def _backlog_targets(backlog: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Issue 19's back-pressure: a consumer at its limit holds no more than its buffer, and its
+    memory stays flat whatever waits on the broker."""
+    if not backlog:
+        return []
+    growth = backlog.get("rss_growth_with_full_backlog_bytes")
+    return [
+        _target(
+            "messages a consumer holds under a backlog",
+            f"<= {backlog['buffer']} (its buffer)",
+            backlog.get("held_peak"),
+            backlog["buffer"],
+            False,
+        ),
+        _target(
+            f"consumer RSS growth, backlog of {backlog['small_backlog_messages']:,} ->"
+            f" {backlog['messages']:,}",
+            f"<= {FLAT_MB:g} MB",
+            None if growth is None else round(growth / 1e6, 2),
+            FLAT_MB,
             False,
         ),
     ]

@@ -37,6 +37,23 @@ class Mode:
     """Executions of each history-growth run (one on the empty store, one after the prefill)."""
     history_rate: float = 1.0
     """Their arrivals per second: low, so the latency is the store's and not a queue's."""
+    concurrency_replicas: tuple[int, ...] = (1, 3)
+    """Sandbox replicas of the concurrency figure (figure 9), measured one after the other."""
+    concurrency_count: int = 150
+    """Executions per concurrency run."""
+    concurrency_model_ms: int = 1000
+    """The model call of each of its executions (``bench-pipeline`` with ``model_ms=N``)."""
+    concurrency_overload: float = 2.0
+    """Arrivals offered, as a multiple of what the sandboxes' limits admit (replicas x runs in
+    flight / model time): the limit can only bind if more than it admits arrives."""
+    backlog_messages: int = 100_000
+    """Messages waiting for one consumer in the backlog figure (figure 10; the issue asks
+    100,000)."""
+    backlog_handler_ms: float = 100.0
+    """How long its handler takes per message: the consumer is at its limit for the whole
+    figure, and a few thousand messages pass through its buffer while the backlog waits."""
+    backlog_drain_seconds: float = 10.0
+    """How long it is watched once the backlog is published (draining it in part)."""
 
 
 SMOKE = Mode(
@@ -58,6 +75,9 @@ SMOKE = Mode(
     history_prefill=50,
     history_count=2,
     history_rate=2,
+    concurrency_count=40,
+    backlog_messages=2_000,
+    backlog_drain_seconds=3,
 )
 QUICK = Mode(
     name="quick",
@@ -78,6 +98,9 @@ QUICK = Mode(
     history_prefill=2_000,
     history_count=10,
     history_rate=1,
+    concurrency_count=150,
+    backlog_messages=100_000,
+    backlog_drain_seconds=10,
 )
 FULL = Mode(
     name="full",
@@ -98,5 +121,8 @@ FULL = Mode(
     history_prefill=20_000,
     history_count=100,
     history_rate=1,
+    concurrency_count=1_000,
+    backlog_messages=100_000,
+    backlog_drain_seconds=60,
 )
 MODES = {m.name: m for m in (SMOKE, QUICK, FULL)}

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import figures, goals, machine, profile
+from bench import backlog, figures, goals, machine, profile
 from bench.load import fetch_stamps, open_loop
 from bench.modes import Mode
 from bench.procstats import infra_pids, store_pids
@@ -36,13 +36,13 @@ def log(message: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
-async def _warm_up(target: Target) -> None:
+async def _warm_up(target: Target, message: str = "bench warm-up") -> None:
     """One execution first, so imports, connections and JIT-free first-call costs are paid
     before anything is timed."""
     client = target.client()
     try:
         run = await open_loop(
-            client, target.watcher(client), rate=1, count=2, message="bench warm-up",
+            client, target.watcher(client), rate=1, count=2, message=message,
             timeout=120, pids={},
         )  # fmt: skip
         await fetch_stamps(client, run)
@@ -112,6 +112,51 @@ async def _history(
     finally:
         target.stop()
         await target.drop()
+
+
+async def _concurrency(
+    mode: Mode, kafka: str, mongodb: str, workdir: Path, raw: list[Any]
+) -> dict[str, Any]:
+    """Figure 9 on a database of its own (its executions must not weigh on the other figures'
+    store), with 1 sandbox, then more, as ``mode.concurrency_replicas`` says."""
+    infra = infra_pids(REPO / ".infra", mongodb)
+    target = Distributed(kafka=kafka, mongodb=mongodb, workdir=workdir, partitions=PARTITIONS)
+    await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
+    # The model call's path (the scripted model's first call) is warmed up too.
+    warm_up = f"bench warm-up model_ms={min(mode.concurrency_model_ms, 10)}"
+    out: dict[str, Any] = {}
+    try:
+        log("concurrency: starting gateway, orchestrator, notifier, 1 sandbox")
+        await target.start(sandboxes=1)
+        await _warm_up(target, warm_up)
+        for replicas in mode.concurrency_replicas:
+            if replicas > target.sandboxes():
+                log(f"concurrency: adding sandboxes up to {replicas}")
+                await target.add_sandboxes(replicas - target.sandboxes())
+                await _warm_up(target, warm_up)
+            log(
+                f"figure 9: {mode.concurrency_count} executions with a {mode.concurrency_model_ms}"
+                f" ms model call, {replicas} sandbox(es), {mode.runs} runs"
+            )
+            out[str(replicas)] = await figures.concurrency(target, mode, replicas, infra, raw)
+    finally:
+        target.stop()
+        await target.drop()
+    return out
+
+
+async def _backlog(mode: Mode, kafka: str, workdir: Path, raw: list[Any]) -> dict[str, Any]:
+    """Figure 10: one consumer with the sandbox's limits under a backlog."""
+    limit, buffer = figures.sandbox_limits()
+    log(
+        f"figure 10: a backlog of {mode.backlog_messages:,} messages for one consumer"
+        f" ({limit} in flight, buffer {buffer})"
+    )
+    summary, points = await backlog.measure(
+        kafka, mode, workdir, limit=limit, buffer=buffer, partitions=PARTITIONS
+    )
+    raw.append({"figure": "backlog", "points": points})
+    return summary
 
 
 async def _second_store(
@@ -191,6 +236,24 @@ async def measure_history(mode: Mode, *, kafka: str, mongodb: str, workdir: Path
     }
 
 
+async def measure_concurrency(
+    mode: Mode, *, kafka: str, mongodb: str, workdir: Path
+) -> dict[str, Any]:
+    """Figures 9 and 10 alone (``python -m bench --concurrency-only``), with the machine; and
+    the raw samples."""
+    raw: list[Any] = []
+    summary = {
+        "mode": mode.name,
+        "mode_settings": {k: v for k, v in vars(mode).items() if k != "name"},
+        "machine": machine.describe(REPO / ".infra"),
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "concurrency": await _concurrency(mode, kafka, mongodb, workdir / "concurrency", raw),
+        "backlog": await _backlog(mode, kafka, workdir / "backlog", raw),
+        "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
+    }
+    return {"summary": summary, "raw": raw}
+
+
 async def measure(mode: Mode, *, kafka: str, mongodb: str, workdir: Path) -> dict[str, Any]:
     began = time.time()
     raw: list[Any] = []
@@ -207,6 +270,10 @@ async def measure(mode: Mode, *, kafka: str, mongodb: str, workdir: Path) -> dic
         mode, kafka, mongodb, workdir / "distributed", raw
     )
     figures_out["history"] = await _history(mode, kafka, mongodb, workdir / "history", raw)
+    figures_out["concurrency"] = await _concurrency(
+        mode, kafka, mongodb, workdir / "concurrency", raw
+    )
+    figures_out["backlog"] = await _backlog(mode, kafka, workdir / "backlog", raw)
     second = os.environ.get(SECOND_STORE_URI)
     if second:
         label = os.environ.get(SECOND_STORE_LABEL) or None

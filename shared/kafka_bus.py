@@ -12,8 +12,8 @@ from shared.settings import CommonSettings
 MAX_POLL_INTERVAL_MS = 300_000
 """How long the group waits for a member's poll before it takes the member for dead. The fetch
 loop polls at least every second, however long the handlers take, so this bounds only how long
-a rebalance may wait for a member to let its partitions go (which is at most the graceful
-timeout)."""
+a rebalance may wait for a member to let its partitions go (which is at most the rebalance
+grace)."""
 
 
 class KafkaBus:
@@ -42,6 +42,7 @@ class KafkaBus:
             heartbeat_interval_ms=max(1_000, s.kafka_session_timeout_ms // 3),
             max_poll_interval_ms=MAX_POLL_INTERVAL_MS,
             graceful_timeout_seconds=s.graceful_timeout_seconds,
+            rebalance_grace_seconds=s.rebalance_grace_seconds,
             client_id=self._client_id,
         )
         self.consumers.append(

@@ -19,8 +19,9 @@ directly, behind the same ``route`` (``docs/architecture.md``, "Concurrency").
   in flight at a time and carries the newest point of every partition, so commits coalesce under
   load and cost one request per message at most.
 - **Rebalance.** A revoked partition stops starting messages at once; the listener waits up to
-  the graceful timeout for its messages in flight (cancelling the rest), commits what they
-  finished, and only then lets the partition go: one execution never runs on two replicas.
+  the rebalance grace for its messages in flight (cancelling the rest: their next owner takes
+  them up from their checkpoints), commits what they finished, and only then lets the partition
+  go: one execution never runs on two replicas.
 - **Stop.** The same for every partition, then the consumer closes (a static member keeps its
   partitions for its successor).
 """
@@ -36,7 +37,7 @@ from typing import Any
 import structlog
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
-from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
+from aiokafka.errors import CommitFailedError, IllegalStateError
 
 from shared import metrics
 from shared.bus import Delivery, DeliveryHandler
@@ -64,6 +65,10 @@ class ConsumerOptions:
     heartbeat_interval_ms: int
     max_poll_interval_ms: int
     graceful_timeout_seconds: float
+    """On stop, how long the messages in flight get to finish."""
+    rebalance_grace_seconds: float
+    """On a rebalance, how long a revoked partition's messages in flight get to finish: the
+    whole group waits meanwhile (aiokafka's rebalances are eager), so it is short."""
     client_id: str
 
 
@@ -152,7 +157,7 @@ class KeyedKafkaConsumer:
         with contextlib.suppress(asyncio.CancelledError):
             await fetch
         self._leaving |= self._assigned
-        await self._drain(set(self._assigned))
+        await self._drain(set(self._assigned), self._options.graceful_timeout_seconds)
         commit.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await commit
@@ -260,15 +265,15 @@ class KeyedKafkaConsumer:
         else:
             self._measure()
 
-    async def _drain(self, partitions: set[TopicPartition]) -> None:
-        """Wait for the messages of ``partitions`` in flight, up to the graceful timeout, then
+    async def _drain(self, partitions: set[TopicPartition], timeout: float) -> None:
+        """Wait for the messages of ``partitions`` in flight, up to ``timeout`` seconds, then
         cancel what is left (not committed: delivered again)."""
         for partition in partitions:
             self._window.drop_waiting(partition)
         tasks = [t for t, held in self._tasks.items() if held.partition in partitions]
         if not tasks:
             return
-        _, late = await asyncio.wait(tasks, timeout=self._options.graceful_timeout_seconds)
+        _, late = await asyncio.wait(tasks, timeout=timeout)
         for task in late:
             task.cancel()
         if late:
@@ -294,7 +299,7 @@ class KeyedKafkaConsumer:
             # The group moved on (a rebalance): those partitions are someone else's now, and
             # what they finished is delivered again there, absorbed by the idempotency guards.
             log.warning("consumer.commit_dropped", topic=self.topic, error=repr(exc))
-        except KafkaError as exc:
+        except Exception as exc:  # the broker or the coordinator away: try again shortly
             log.warning("consumer.commit_failed", topic=self.topic, error=repr(exc))
             for partition, offset in offsets.items():  # keep the newest point of each
                 self._to_commit[partition] = max(offset, self._to_commit.get(partition, 0))
@@ -312,7 +317,7 @@ class KeyedKafkaConsumer:
         mine = partitions & self._assigned
         self._leaving |= mine
         try:
-            await self._drain(mine)
+            await self._drain(mine, self._options.rebalance_grace_seconds)
             await self._commit_now()  # still ours until this returns
         finally:
             for partition in mine:

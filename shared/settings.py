@@ -84,6 +84,12 @@ class CommonSettings(BaseSettings):
     unfinished one is not committed: another replica takes it up). Keep it below the pod's
     terminationGracePeriodSeconds."""
 
+    rebalance_grace_seconds: float = Field(default=10.0, gt=0, le=600)
+    """When Kafka moves a partition to another replica (one joined or left), how long the
+    messages of it in flight here get to finish before they are cancelled and taken up by the
+    partition's next owner (agent runs from their checkpoints). Every replica of the service
+    waits for the slowest meanwhile, so keep it short."""
+
     @model_validator(mode="after")
     def _sasl_needs_credentials(self) -> Self:
         sasl = self.kafka_security_protocol.startswith("SASL")
