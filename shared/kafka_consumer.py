@@ -9,9 +9,14 @@ Ordering by key within a partition needs the offsets committed below the lowest 
 flight, which only a consumer that owns its commits can do; so this is aiokafka's consumer
 directly, behind the same ``route`` (``docs/architecture.md``, "Concurrency").
 
-- **Fetch loop.** ``getmany`` fills the window up to ``max_held`` messages; when the window is
-  full the partitions are paused (the broker sends nothing more), and the loop still polls every
-  ``LIVENESS_SECONDS`` so the group never takes the replica for dead while its runs are long.
+- **Fetch loop.** ``getmany`` fills the window up to ``max_held`` messages. While the window is
+  full the loop takes nothing, and nothing more comes from the broker: aiokafka requests a
+  partition again only once the one batch it buffered of it (at most
+  ``max_partition_fetch_bytes``) is taken. Should the window stay full for half the poll
+  interval (long runs), the partitions are paused and polled, so that the group never takes
+  the replica for dead. Pausing at every full window would cost more than it saves: aiokafka
+  drops a paused partition's buffered batch and fetches it again on resume (measured: RSS from
+  82 to 261 MB over a backlog of 100,000 messages, for a window that never held more than 128).
 - **Tasks.** Each started message runs in a task of its own through the ``Consumer`` wrapper
   (decode, handle, dead-letter), retried in place while the wrapper asks for it (a failing
   dependency): the offset is not passed until it is done.
@@ -30,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
@@ -45,9 +51,10 @@ from shared.keyed_window import Held, KeyedWindow
 
 log = structlog.get_logger(__name__)
 
-LIVENESS_SECONDS = 1.0
-"""While the window is full, the consumer still polls (all partitions paused) this often: the
-group coordinator takes a member that does not poll within ``max_poll_interval_ms`` for dead."""
+ROOM_CHECK_SECONDS = 1.0
+"""While the window is full, the fetch loop looks this often whether it must poll for liveness
+(the group coordinator takes a member that does not poll within ``max_poll_interval_ms`` for
+dead), besides waking at once when a message finishes."""
 FETCH_WAIT_MS = 500
 """The longest one ``getmany`` waits for new messages before the loop looks around again."""
 COMMIT_RETRY_SECONDS = 1.0
@@ -113,6 +120,8 @@ class KeyedKafkaConsumer:
         self._to_commit: dict[TopicPartition, int] = {}
         self._commit_wanted = asyncio.Event()
         self._room = asyncio.Event()
+        self._last_poll = 0.0
+        """When ``getmany`` last returned (monotonic seconds)."""
         self._loops: list[asyncio.Task[None]] = []
         self._in_flight_gauge = metrics.CONSUMER_IN_FLIGHT.labels(handler.name)
         self._held_gauge = metrics.CONSUMER_HELD.labels(handler.name)
@@ -141,6 +150,7 @@ class KeyedKafkaConsumer:
         consumer.subscribe([self.topic], listener=_Rebalance(self))
         await consumer.start()
         self._consumer = consumer
+        self._last_poll = time.monotonic()
         self._loops = [
             asyncio.create_task(self._fetch_loop(), name=f"fetch {self.topic}"),
             asyncio.create_task(self._commit_loop(), name=f"commit {self.topic}"),
@@ -191,19 +201,27 @@ class KeyedKafkaConsumer:
                 await asyncio.sleep(COMMIT_RETRY_SECONDS)
 
     async def _fetch_once(self) -> None:
-        consumer = self._kafka()
         if self._window.full:
-            self._pause()
             self._room.clear()
+            if time.monotonic() - self._last_poll >= self._options.max_poll_interval_ms / 2000:
+                # Full for long: say "alive" to the group. Paused partitions return nothing,
+                # but one assigned meanwhile may: what is returned is taken, never dropped (its
+                # position has moved).
+                self._pause()
+                self._take(await self._poll(timeout_ms=0))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._room.wait(), LIVENESS_SECONDS)
-            # Says "alive" to the group. Paused partitions return nothing, but one assigned
-            # meanwhile may: what is returned is taken, never dropped (its position has moved).
-            self._take(await consumer.getmany(timeout_ms=0))
+                await asyncio.wait_for(self._room.wait(), ROOM_CHECK_SECONDS)
             return
         self._resume()
         room = self._window.max_held - self._window.held
-        self._take(await consumer.getmany(timeout_ms=FETCH_WAIT_MS, max_records=room))
+        self._take(await self._poll(timeout_ms=FETCH_WAIT_MS, max_records=room))
+
+    async def _poll(
+        self, *, timeout_ms: int, max_records: int | None = None
+    ) -> dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]:
+        batch = await self._kafka().getmany(timeout_ms=timeout_ms, max_records=max_records)
+        self._last_poll = time.monotonic()
+        return batch
 
     def _take(self, batch: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]) -> None:
         for partition, records in batch.items():

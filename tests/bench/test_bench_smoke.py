@@ -98,8 +98,15 @@ def test_smoke_run_writes_every_figure_from_its_own_measurements(
         assert history[phase]["decision_to_next_step"]["count"] > 0
     assert history["history"]["stored_executions"] > settings["history_prefill"]
 
-    # Each summary figure is backed by raw executions with their times.
-    executions = [e for entry in raw for e in entry["executions"]]
+    # Figures 9 and 10: executions in flight per sandbox replica, memory under a backlog.
+    concurrency = summary["figures"]["concurrency"]
+    assert set(concurrency) == {"1", "3"}, concurrency
+    backlog = [e for e in raw if e["figure"] == "backlog"]
+    assert len(backlog) == 1 and backlog[0]["points"], backlog
+    assert summary["figures"]["backlog"]["held_peak"] <= summary["figures"]["backlog"]["buffer"]
+
+    # Each summary figure of executions is backed by raw executions with their times.
+    executions = [e for entry in raw if entry["figure"] != "backlog" for e in entry["executions"]]
     completed = [e for e in executions if e["status"] == "completed"]
     assert completed and all(e["resumed_at"] and e["decided_at"] for e in completed)
     assert {t["name"] for t in summary["targets"]} and len(summary["ratios"]) == 3
