@@ -113,8 +113,18 @@ def evaluate(figures: dict[str, Any]) -> list[dict[str, Any]]:
     return [*targets, *_backlog_targets(figures.get("backlog"))]
 
 
-FLAT_MB = 5.0
-"""RSS growth of a consumer from a small backlog to the full one that still counts as flat."""
+FETCH_BUFFER_MB = 1.048576
+"""aiokafka buffers at most one fetched batch per partition, of at most
+``max_partition_fetch_bytes`` (1 MiB by default), until the consumer takes it: the most a
+backlog can add to a consumer whose window is full."""
+SLACK_MB = 2.0
+"""Allocator noise on top of that."""
+
+
+def flat_growth_mb(partitions: int) -> float:
+    """The RSS growth under a backlog that still counts as flat for a consumer of
+    ``partitions`` partitions."""
+    return round(partitions * FETCH_BUFFER_MB + SLACK_MB, 1)
 
 
 def _backlog_targets(backlog: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -123,6 +133,7 @@ def _backlog_targets(backlog: dict[str, Any] | None) -> list[dict[str, Any]]:
     if not backlog:
         return []
     growth = backlog.get("rss_growth_with_full_backlog_bytes")
+    flat_mb = flat_growth_mb(backlog["partitions"])
     return [
         _target(
             "messages a consumer holds under a backlog",
@@ -134,9 +145,9 @@ def _backlog_targets(backlog: dict[str, Any] | None) -> list[dict[str, Any]]:
         _target(
             f"consumer RSS growth, backlog of {backlog['small_backlog_messages']:,} ->"
             f" {backlog['messages']:,}",
-            f"<= {FLAT_MB:g} MB",
+            f"<= {flat_mb:g} MB (one fetched batch per partition, whatever the backlog)",
             None if growth is None else round(growth / 1e6, 2),
-            FLAT_MB,
+            flat_mb,
             False,
         ),
     ]

@@ -219,7 +219,9 @@ class KeyedKafkaConsumer:
     async def _poll(
         self, *, timeout_ms: int, max_records: int | None = None
     ) -> dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]:
-        batch = await self._kafka().getmany(timeout_ms=timeout_ms, max_records=max_records)
+        batch: dict[
+            TopicPartition, list[ConsumerRecord[bytes, bytes]]
+        ] = await self._kafka().getmany(timeout_ms=timeout_ms, max_records=max_records)
         self._last_poll = time.monotonic()
         return batch
 

@@ -442,5 +442,6 @@ async def test_a_key_never_runs_on_two_replicas_through_rebalances(kafka_bootstr
         await second.stop()
 
     assert overlaps == [], "a key was in flight on two replicas at once"
+    assert first_handler.delivered and second_handler.delivered
     assert sorted(effects.applied) == sorted(messages)  # each applied once, none lost
     assert in_order_per_key(effects.applied)
