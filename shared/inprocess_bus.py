@@ -50,6 +50,7 @@ from shared import tracing
 from shared.bus import RETRY_DELAY_SECONDS, Delivery, DeliveryHandler
 from shared.events import encode_event
 from shared.keyed_window import Held, KeyedWindow
+from shared.waiting import wait_event
 
 log = structlog.get_logger(__name__)
 
@@ -366,8 +367,7 @@ class _Pump:
             await self._abandon_in_flight()
 
     async def _sleep(self) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.wake.wait(), IDLE_WAKE_SECONDS)
+        await wait_event(self.wake, IDLE_WAKE_SECONDS)
 
     def _offer(self, delivery: Delivery) -> None:
         self._fetched = delivery.offset

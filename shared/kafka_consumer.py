@@ -48,6 +48,7 @@ from aiokafka.errors import CommitFailedError, IllegalStateError
 from shared import metrics
 from shared.bus import Delivery, DeliveryHandler
 from shared.keyed_window import Held, KeyedWindow
+from shared.waiting import wait_event
 
 log = structlog.get_logger(__name__)
 
@@ -209,8 +210,7 @@ class KeyedKafkaConsumer:
                 # position has moved).
                 self._pause()
                 self._take(await self._poll(timeout_ms=0))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._room.wait(), ROOM_CHECK_SECONDS)
+            await wait_event(self._room, ROOM_CHECK_SECONDS)
             return
         self._resume()
         room = self._window.max_held - self._window.held

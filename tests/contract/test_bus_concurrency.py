@@ -398,6 +398,9 @@ async def test_a_key_never_runs_on_two_replicas_through_rebalances(kafka_bootstr
         topic_prefix=f"rebalance-{run}.",
         topic_partitions=2,
         graceful_timeout_seconds=30,
+        # A member learns of a rebalance at its next heartbeat (a third of this): soon enough
+        # that the first replica has not finished everything by then.
+        kafka_session_timeout_ms=6_000,
     )
     await ensure_topics(settings)
     topic, group = settings.topics.requested, f"rebalance-{run}"
@@ -418,7 +421,7 @@ async def test_a_key_never_runs_on_two_replicas_through_rebalances(kafka_bootstr
 
     def replica(name: str) -> tuple[KafkaBus, Replica]:
         bus = KafkaBus(settings, name)
-        handler = Replica(effects, name=name, max_seconds=0.3)
+        handler = Replica(effects, name=name, max_seconds=0.5)
         bus.add_consumer(topic, group, handler, limit=LIMIT, max_held=MAX_HELD)
         return bus, handler
 
