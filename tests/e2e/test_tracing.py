@@ -126,14 +126,17 @@ async def test_one_trace_crosses_every_process_and_the_resume_links_back(
         async def read_all() -> list[dict[str, Any]]:
             return await asyncio.to_thread(exported_spans, traced)
 
+        # The gateway exports its resume span in a batch of its own, which may reach the
+        # exporter after the sandbox's spans: wait for both processes' parts.
         spans = await eventually(
             read_all,
             lambda spans: (
                 len(named(spans, "run refund-approval")) == 2
                 and len(named(spans, "node issue_refund")) == 1
+                and len(named(spans, resume_route)) == 1
             ),
             timeout=30,
-            what="the resumed run's span",
+            what="the resumed run's span and the gateway's resume span",
         )
         (resume,) = named(spans, resume_route)
         later = in_trace(spans, resume["context"]["trace_id"])
