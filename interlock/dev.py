@@ -113,7 +113,9 @@ async def serve(settings: DevSettings) -> None:
         )
         dispatcher = register_notifier(wiring.bus, settings, wiring.publisher, wiring.store)
         await publish_agent_versions(graphs, wiring.store)
-        app = create_app(settings, store=wiring.store, publisher=wiring.publisher)
+        app = create_app(
+            settings, store=wiring.store, publisher=wiring.publisher, listeners=wiring.bus
+        )
         base_url = f"http://{settings.host}:{settings.port}"
         server = AnnouncingServer(
             # The app, not uvicorn, decides whose X-Forwarded-For to trust (trusted_proxies).

@@ -31,6 +31,7 @@ from faststream.kafka import KafkaBroker
 from faststream.specification import AsyncAPI
 from pydantic import BaseModel
 
+from shared.activity import ExecutionActivity
 from shared.custom_headers import CUSTOM_HEADER_PREFIX, SEALED_HEADER
 from shared.events import (
     CancelRequested,
@@ -94,6 +95,8 @@ class Party:
 
     name: str
     description: str
+    grouped: bool = True
+    """Consumes in the service's consumer group (False: every process hears everything)."""
 
 
 @dataclass(frozen=True)
@@ -315,6 +318,38 @@ def topic_docs(topics: Topics | None = None) -> list[TopicDoc]:
             ),
         ),
         TopicDoc(
+            topic=t.activity,
+            model=ExecutionActivity,
+            summary="What an execution's live streams show (internal).",
+            description=(
+                "Pushed to every gateway process, which fans it out to its open execution "
+                "streams: a `change` (the whole audit trail and the execution's view) after "
+                "every stored change, or a batch of `progress` (node updates, model tokens). "
+                "Internal: outside systems follow `execution.status`. Gateways listen without a "
+                "consumer group, from the end of the topic; a stream reads the store once when "
+                "it opens, so a short retention is enough."
+            ),
+            producers=(
+                Party(
+                    "orchestrator",
+                    "Publishes a `change` after each event it handles (`event_id` "
+                    "`<execution_id>:changed:<version>`), a redelivered one included.",
+                ),
+                Party(
+                    "sandbox",
+                    "Publishes each batch of progress after storing it, before it reports the "
+                    "run (`event_id` `<execution_id>:progress:<first key>`).",
+                ),
+            ),
+            consumers=(
+                Party(
+                    "gateway",
+                    "Every process hears every message (no consumer group).",
+                    grouped=False,
+                ),
+            ),
+        ),
+        TopicDoc(
             topic=t.deadlines,
             model=ReviewDeadlineReached,
             summary="A suspension reached its remind or escalate deadline unreviewed.",
@@ -411,7 +446,7 @@ def build_spec_app(topics: Topics | None = None) -> AsyncAPI:
                     title=title,
                     description=party.description,
                     group_id=None
-                    if party.name == EXTERNAL
+                    if party.name == EXTERNAL or not party.grouped
                     else defaults.consumer_group(party.name),
                 )(_documented_handler(doc.model, party.description))
     return AsyncAPI(
@@ -521,7 +556,7 @@ def _one_channel_per_topic(raw: dict[str, Any], docs: list[TopicDoc]) -> dict[st
                 "messages": [{"$ref": f"#/channels/{doc.topic}/messages/{doc.message_name}"}],
                 **{k: v for k, v in operation.items() if k not in ("channel", "messages")},
             }
-            if action == "receive" and party.name != EXTERNAL:
+            if action == "receive" and party.name != EXTERNAL and party.grouped:
                 operation["bindings"] = {
                     "kafka": {
                         "groupId": {

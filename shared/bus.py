@@ -20,7 +20,7 @@ import contextvars
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import structlog
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -274,7 +274,9 @@ class DeliveryHandler(Protocol):
 
 class ConsumerHost(Protocol):
     """A bus that runs ``Consumer``s: Kafka (``shared/kafka_bus.py``), the in-process bus of
-    ``interlock dev`` (``shared/inprocess_bus.py``), or the tests' direct bus."""
+    ``interlock dev`` (``shared/inprocess_bus.py``), or the tests' direct bus. Each of the three
+    is a ``ListenerHost`` too: besides the consumer groups, which share a topic's messages and
+    commit them, it broadcasts a topic to listeners, which take nothing from the groups."""
 
     def add_consumer(
         self,
@@ -292,6 +294,23 @@ class ConsumerHost(Protocol):
 
 Bus = ConsumerHost
 """Where ``route`` subscribes."""
+
+
+Listener = Callable[[Delivery], None]
+"""Hears each message of a topic as it arrives. Called on the event loop, so it must not block
+and should not raise (a raise is logged and the next message is heard all the same)."""
+
+
+@runtime_checkable
+class ListenerHost(Protocol):
+    """A bus that broadcasts a topic to listeners: every listener of every process hears every
+    message published after it started listening, with no consumer group, no commits and no
+    redelivery. For views that are rebuilt from the store on start (the gateway's execution
+    streams), never for work that must be done."""
+
+    def add_listener(self, topic: str, listener: Listener) -> None:
+        """Have ``listener`` hear ``topic``'s messages from when the bus starts, in publish order
+        per key (the in-process buses also take one on a running bus; Kafka's does not)."""
 
 
 def route(

@@ -22,6 +22,12 @@ committed offset), no more than its window has room for (``max_held``: in flight
 behind their key), and stops reading while the window is full; it wakes on a publish to its
 topic and on a finished message that makes room, and otherwise sleeps.
 
+Listeners (``add_listener``, ``shared/bus.py``'s ``ListenerHost``): no group, no offset, no
+pump. ``publish_raw`` hands each message to every listener of its topic once it is stored, in
+the publishing coroutine, so a listener hears what is published on this bus from when it was
+added (before or after ``start``), in publish order. Nothing is kept for them: they do not
+hold back retention, and a topic that only listeners hear is not written to the log at all.
+
 Retention: a message is deleted once every consumer group reading its topic has committed past
 it (``prune``). Nothing reads it again then: the pumps read above their group's offset, ``lag``
 counts above it, and row ids are never reused (AUTOINCREMENT), so an emptied topic goes on
@@ -37,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import time
 from dataclasses import dataclass
@@ -47,7 +54,7 @@ import structlog
 from pydantic import BaseModel
 
 from shared import tracing
-from shared.bus import RETRY_DELAY_SECONDS, Delivery, DeliveryHandler
+from shared.bus import RETRY_DELAY_SECONDS, Delivery, DeliveryHandler, Listener
 from shared.events import encode_event
 from shared.keyed_window import Held, KeyedWindow
 from shared.waiting import wait_event
@@ -95,13 +102,18 @@ class _Subscription:
 
 
 class InProcessBus:
-    """Publisher and consumer host in one; ``start()`` opens the log and starts the pumps."""
+    """Publisher, consumer host and listener host in one; ``start()`` opens the log and starts
+    the pumps."""
 
     def __init__(self, path: str | Path) -> None:
         self._path = str(path)
         self._db: aiosqlite.Connection | None = None
         self._write = asyncio.Lock()
         self._consumers: list[_Subscription] = []
+        self._listeners: dict[str, list[Listener]] = {}
+        """By topic, in the order they were added."""
+        self._heard_only: dict[str, int] = {}
+        """The last offset told of each topic that only listeners hear (never written)."""
         self._pumps: dict[tuple[str, str], _Pump] = {}
         """By (group, topic), while the bus runs."""
         self._wake: dict[str, list[asyncio.Event]] = {}
@@ -131,6 +143,11 @@ class InProcessBus:
         held = limit if max_held is None else max_held
         KeyedWindow[Delivery](limit=limit, max_held=held)  # limits that make no sense fail here
         self._consumers.append(_Subscription(topic, group_id, consumer, limit, held))
+
+    def add_listener(self, topic: str, listener: Listener) -> None:
+        """Have ``listener`` hear every message of ``topic`` published on this bus from now on
+        (before or after ``start``), right after it is stored."""
+        self._listeners.setdefault(topic, []).append(listener)
 
     def held(self, group_id: str, topic: str) -> int:
         """Messages of ``topic`` the group's pump holds (in flight, or fetched and waiting behind
@@ -190,17 +207,53 @@ class InProcessBus:
         self, body: bytes, topic: str, *, key: str | None, headers: dict[str, str] | None = None
     ) -> None:
         """Append a message as it is (an outside producer's bytes, valid or not)."""
+        if self._listeners.get(topic) and not self._groups(topic):
+            # A topic only listeners hear (the gateway's execution.activity): nothing would ever
+            # read it from the log, so it is not written there, and costs no disk write.
+            told = self._heard_only.get(topic, 0) + 1
+            self._heard_only[topic] = told
+            self._tell_listeners(
+                Delivery(topic, 0, told, key=key, body=body, headers=dict(headers or {}))
+            )
+            return
         async with self._write:
             db = self._connection()
-            await db.execute(
+            cursor = await db.execute(
                 "INSERT INTO bus_messages (topic, key, headers, body) VALUES (?, ?, ?, ?)",
                 (topic, key, json.dumps(headers or {}), body),
             )
+            offset = cursor.lastrowid
+            assert offset is not None  # always set by an INSERT into a table with row ids
             await db.commit()
             if not self._groups(topic):
                 self._changed.add(topic)  # nobody reads it here: kept to KEEP_UNCONSUMED
         for wake in self._wake.get(topic, []):
             wake.set()
+        self._tell_listeners(
+            Delivery(
+                topic=topic,
+                partition=0,
+                offset=offset,
+                key=key,
+                body=body,
+                headers=dict(headers or {}),
+            )
+        )
+
+    def _tell_listeners(self, delivery: Delivery) -> None:
+        # Outside the write lock (a listener never holds up other publishes), yet in row id
+        # order: nothing between the commit and this call awaits, so the next publish cannot
+        # write (let alone tell) before this one has told every listener. A copy of the list:
+        # one added by a listener hears the next message, not this one.
+        for listener in list(self._listeners.get(delivery.topic, ())):
+            try:
+                # A context of its own: a listener does not inherit the publisher's log
+                # bindings or span, as on a message heard in another process.
+                contextvars.Context().run(listener, delivery)
+            except Exception:
+                # No redelivery for a listener: this message is lost to it, the next one is not,
+                # and the other listeners hear this one all the same.
+                log.exception("listener.failed", topic=delivery.topic, offset=delivery.offset)
 
     async def prune(self) -> int:
         """Delete what every consumer group of its topic has committed (and the oldest messages

@@ -1,11 +1,13 @@
-"""A service's Kafka: FastStream's broker publishes (the service's FastStream app runs it), and a
+"""A service's Kafka: FastStream's broker publishes (the service's FastStream app runs it), a
 keyed consumer per subscription consumes (``shared/kafka_consumer.py``: many messages at once,
-one execution's in order). ``route`` subscribes on it as on the in-process bus."""
+one execution's in order), and a group-less consumer per listener broadcasts a topic to it
+(``shared/kafka_listener.py``). ``route`` subscribes on it as on the in-process bus."""
 
 from __future__ import annotations
 
-from shared.bus import DeliveryHandler, KafkaPublisher, create_broker
+from shared.bus import DeliveryHandler, KafkaPublisher, Listener, create_broker
 from shared.kafka_consumer import ConsumerOptions, KeyedKafkaConsumer
+from shared.kafka_listener import KafkaListener
 from shared.kafka_security import client_options
 from shared.settings import CommonSettings
 
@@ -23,6 +25,9 @@ class KafkaBus:
         self._settings = settings
         self._client_id = client_id
         self.consumers: list[KeyedKafkaConsumer] = []
+        self.listeners: list[KafkaListener] = []
+        self._consuming = False
+        """Between ``start_consumers`` and ``stop_consumers``."""
 
     def add_consumer(
         self,
@@ -49,6 +54,19 @@ class KafkaBus:
             KeyedKafkaConsumer(topic, consumer, options, limit=limit, max_held=max_held or limit)
         )
 
+    def add_listener(self, topic: str, listener: Listener) -> None:
+        """Have ``listener`` hear every message of ``topic`` published once the bus has started
+        its consumers (``start_consumers``), with no consumer group."""
+        if self._consuming:
+            # Started late, it would hear from some later point than its siblings: a listener
+            # added on the fly has no use here yet, so it is refused as a mistake.
+            raise RuntimeError("add listeners before the bus starts")
+        self.listeners.append(
+            KafkaListener(
+                topic, listener, client=client_options(self._settings), client_id=self._client_id
+            )
+        )
+
     def subscriptions(self) -> list[tuple[str, str]]:
         """The (group, topic) pairs consumed here (for the lag gauge)."""
         return [(c.group_id, c.topic) for c in self.consumers]
@@ -64,13 +82,21 @@ class KafkaBus:
         await self.broker.stop()
 
     async def start_consumers(self) -> None:
-        """Join the groups and start consuming (after the broker has started: the handlers
-        publish)."""
+        """Start the listeners, then join the groups and start consuming (after the broker has
+        started: the handlers publish). Listeners first: their positions are fixed before this
+        process's handlers publish anything, so they hear all of it."""
+        self._consuming = True
+        for listener in self.listeners:
+            await listener.start()
         for consumer in self.consumers:
             await consumer.start()
 
     async def stop_consumers(self) -> None:
         """Let what is in flight finish (up to the graceful timeout), commit, leave (before the
-        broker stops: the last handlers still publish)."""
+        broker stops: the last handlers still publish), then stop the listeners (last: they
+        hear what those handlers publish)."""
         for consumer in self.consumers:
             await consumer.stop()
+        for listener in self.listeners:
+            await listener.stop()
+        self._consuming = False

@@ -50,6 +50,12 @@ class Topics:
         return self._name("execution.status")
 
     @property
+    def activity(self) -> str:
+        """Orchestrator and sandbox -> every gateway: what live execution streams show
+        (shared/activity.py). Internal; outside systems follow ``status``."""
+        return self._name("execution.activity")
+
+    @property
     def cancellations(self) -> str:
         """Gateway or any outside system -> orchestrator: stop an execution."""
         return self._name("execution.cancel_requested")
@@ -73,6 +79,7 @@ class Topics:
             self.suspended,
             self.reported,
             self.status,
+            self.activity,
             self.deadlines,
             self.dead_letters,
         ]

@@ -4,7 +4,7 @@ turn, delivered the same way, depth first) is complete when the test's call retu
 
 It is what FastStream's ``TestKafkaBroker`` gave the unit tests, on the bus interfaces of
 ``shared/bus.py``: a ``ConsumerHost`` (``route`` adds the services' consumers with
-``add_consumer``) and an ``EventPublisher``. It passes the bus contract
+``add_consumer``), a ``ListenerHost`` and an ``EventPublisher``. It passes the bus contract
 (tests/contract/test_bus_contract.py) like the real buses.
 
 Delivery:
@@ -18,6 +18,10 @@ Delivery:
   leaked to it, so a test cannot pass on state that Kafka would not carry;
 - ``limit`` and ``max_held`` are accepted and not needed: one message at a time, in publish
   order, keeps every key in order under any limit.
+
+Listeners (``add_listener``) hear each message published after they were added, before its
+consumers get it, each in a fresh, empty context; one that raises is logged and the others, and
+the consumers, get the message all the same.
 
 A consumer that raises. The tests left this open: ``TestKafkaBroker`` handed the error to
 whoever published and never delivered the message again, but no test had a consumer raise on it
@@ -38,11 +42,14 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+import structlog
 from pydantic import BaseModel
 
 from shared import tracing
-from shared.bus import MAX_UNEXPECTED_FAILURES, Delivery, DeliveryHandler
+from shared.bus import MAX_UNEXPECTED_FAILURES, Delivery, DeliveryHandler, Listener
 from shared.events import encode_event
+
+log = structlog.get_logger(__name__)
 
 MAX_DELIVERIES = 2 * MAX_UNEXPECTED_FAILURES
 """Deliveries of one message to one consumer before the bus gives up. Above
@@ -61,11 +68,12 @@ class StuckMessage(BaseException):
 
 
 class DirectBus:
-    """Publisher and consumer host in one; nothing to start or stop."""
+    """Publisher, consumer host and listener host in one; nothing to start or stop."""
 
     def __init__(self) -> None:
         self._consumers: dict[str, dict[str, DeliveryHandler]] = defaultdict(dict)
         """Per topic, per consumer group, in the order they were added (dicts keep it)."""
+        self._listeners: dict[str, list[Listener]] = defaultdict(list)
         self._next_offset: dict[str, int] = defaultdict(int)
 
     def add_consumer(
@@ -81,6 +89,9 @@ class DirectBus:
         if group_id in groups:
             raise ValueError(f"group {group_id!r} already has a consumer on {topic!r}")
         groups[group_id] = consumer
+
+    def add_listener(self, topic: str, listener: Listener) -> None:
+        self._listeners[topic].append(listener)
 
     async def publish(
         self, event: BaseModel, topic: str, *, key: str, headers: dict[str, str] | None = None
@@ -110,9 +121,25 @@ class DirectBus:
             body=body,
             headers=dict(headers or {}),
         )
+        # Listeners before the consumers: a consumer publishes as it handles, and depth first
+        # its messages are delivered before this call returns; heard after the consumers, a
+        # reply on the same topic and key would reach the listeners before the message it
+        # answers, where per key they must hear the publish order (as on Kafka, where the
+        # reply is published, so appended, after its cause).
+        for listener in list(self._listeners[topic]):
+            self._tell(listener, delivery)
         # A copy: a consumer added while this message is delivered did not see it published.
         for consumer in list(self._consumers[topic].values()):
             await self._deliver(consumer, delivery)
+
+    @staticmethod
+    def _tell(listener: Listener, delivery: Delivery) -> None:
+        try:
+            # An empty context, as for the consumers: the listener does not inherit ours.
+            contextvars.Context().run(listener, delivery)
+        except Exception:
+            # As on the real buses: a listener gets no redelivery, the others hear it anyway.
+            log.exception("listener.failed", topic=delivery.topic, offset=delivery.offset)
 
     @staticmethod
     async def _deliver(consumer: DeliveryHandler, delivery: Delivery) -> None:

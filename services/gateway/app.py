@@ -17,6 +17,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from services.gateway.action_links import install_action_links
 from services.gateway.auth import GatewayKeys, request_key_id, warn_if_development_key_present
 from services.gateway.cursors import PageCursors
+from services.gateway.feed import ExecutionFeed
 from services.gateway.http_metrics import HttpMetricsMiddleware
 from services.gateway.intake import Intake
 from services.gateway.limits import install_limits
@@ -26,9 +27,11 @@ from services.gateway.routes import build_router
 from services.gateway.stream import StreamLimits, install_stream
 from services.gateway.web import install_api_docs, install_review_page
 from shared.agents import load_registry
-from shared.bus import EventPublisher, KafkaPublisher, create_broker
+from shared.bus import EventPublisher, KafkaPublisher, ListenerHost, create_broker
 from shared.custom_headers import SealingPublisher
 from shared.health import health_server
+from shared.kafka_listener import KafkaListener
+from shared.kafka_security import client_options
 from shared.logging import configure_logging
 from shared.settings import CommonSettings
 from shared.store.agent_versions import AgentVersionCheck
@@ -54,11 +57,9 @@ class GatewaySettings(CommonSettings):
     rate_limit_burst: int = Field(default=40, ge=1)
     action_link_secret: SecretStr | None = None
     """Accepts the approve / reject links notifications carry (the notifier's same setting)."""
-    stream_poll_seconds: float = Field(default=0.5, gt=0, le=30)
-    """How often an open execution stream looks for news (FerretDB has no change streams)."""
     stream_key_check_seconds: float = Field(default=5.0, gt=0, le=60)
     """How often an open execution stream re-reads its API key: a revoked key's streams close
-    within this plus one poll. One read per key per interval per process, however many streams."""
+    within this. One read per key per interval per process, however many streams."""
     stream_max_per_key: int = Field(default=20, ge=1, le=10_000)
     """Execution streams one API key may hold open on one gateway process (429 beyond)."""
     stream_max_seconds: float = Field(default=900.0, gt=0, le=86_400)
@@ -108,7 +109,11 @@ def create_app(
     *,
     store: Store | None = None,
     publisher: EventPublisher | None = None,
+    listeners: ListenerHost | None = None,
 ) -> FastAPI:
+    """With neither ``publisher`` nor ``listeners`` the gateway makes its own Kafka clients; a
+    caller that passes a publisher (``interlock dev``, tests) passes the bus its streams listen
+    on too."""
     settings = settings or GatewaySettings()
     configure_logging(SERVICE, level=settings.log_level, fmt=settings.log_format)
     configure_tracing(SERVICE)
@@ -123,6 +128,20 @@ def create_app(
     )
     broker = create_broker(settings, SERVICE) if publisher is None else None
     publisher_ = publisher or KafkaPublisher(broker)  # type: ignore[arg-type]
+    if listeners is None and isinstance(publisher, ListenerHost):
+        listeners = publisher  # a bus that is both (the in-process bus, the tests' direct bus)
+    if publisher is not None and listeners is None:
+        raise ValueError("a gateway given a publisher needs the bus its streams listen on")
+    # Every gateway process hears all of execution.activity and feeds its open streams.
+    feed = ExecutionFeed()
+    activity = settings.topics.activity
+    listener = None
+    if listeners is None:
+        listener = KafkaListener(
+            activity, feed.heard, client=client_options(settings), client_id=SERVICE
+        )
+    else:
+        listeners.add_listener(activity, feed.heard)
     # The gateway's view of the keys: the development key is refused outside development.
     keys = GatewayKeys(store_.api_keys, environment=settings.environment)
     # /metrics (every tenant's counts) only here, never on the public port.
@@ -142,6 +161,9 @@ def create_app(
         await warn_if_development_key_present(store_.api_keys, environment=settings.environment)
         if broker is not None:
             await broker.start()
+        if listener is not None:
+            # Before the first request: a stream must hear what is published after it opens.
+            await listener.start()
         if health is not None:
             await health.start()
         try:
@@ -149,6 +171,8 @@ def create_app(
         finally:
             if health is not None:
                 await health.stop()
+            if listener is not None:
+                await listener.stop()
             if broker is not None:
                 await broker.stop()
             if owns_store:
@@ -190,12 +214,11 @@ def create_app(
     cursors = PageCursors(settings.keyring)
     app.include_router(build_router(intake, registry, keys, cursors))
     stream_limits = StreamLimits(
-        poll_seconds=settings.stream_poll_seconds,
         key_check_seconds=settings.stream_key_check_seconds,
         max_per_key=settings.stream_max_per_key,
         max_seconds=settings.stream_max_seconds,
     )
-    install_stream(app, intake, keys, limits=stream_limits)
+    install_stream(app, intake, keys, feed, limits=stream_limits)
     app.include_router(build_notifications_router(store_.notifications, keys, cursors))
     install_review_page(app)
     install_api_docs(app)

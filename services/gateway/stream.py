@@ -8,38 +8,44 @@ Two sources, each with its own cursor, both durable so a reconnecting client mis
 
 Every event's ``id`` is both cursors (``<audit entries seen>/<last progress key>``); a client
 sends the last one back as ``Last-Event-ID`` (browsers do so on their own) and gets only what
-came after it. FerretDB has no change streams, so the gateway polls the two sources for each
-open stream; one execution read and one progress range query per interval.
+came after it.
 
-A stream is bounded three ways: it closes within ``key_check_seconds`` (plus a poll) of its key
-being revoked (``auth.KeyRechecks``: one key read per interval per process, however many streams
-the key has open); one key may hold at most ``max_per_key`` streams open on one gateway process
-(429 beyond); and a stream lives at most ``max_seconds``, after which the client reconnects with
+Pushed, not polled: a stream reads the store once, when it opens (or reopens with
+``Last-Event-ID``), and from then on is fed by the ``execution.activity`` messages the gateway
+hears (services/gateway/feed.py): each change carries the whole audit trail and the execution's
+view, each progress batch its entries. An idle stream costs a timer, not queries. The store is
+read again only when a change's view was too big to carry (shared/activity.py).
+
+A stream is bounded three ways: it closes within ``key_check_seconds`` of its key being revoked
+(``auth.KeyRechecks``: one key read per interval per process, however many streams the key has
+open); one key may hold at most ``max_per_key`` streams open on one gateway process (429
+beyond); and a stream lives at most ``max_seconds``, after which the client reconnects with
 ``Last-Event-ID`` (browsers do on their own) and continues exactly where it stopped.
 """
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
 from services.gateway.auth import ANY_ROLE, KeyRechecks, access
+from services.gateway.feed import ExecutionFeed, Watch
 from services.gateway.intake import ExecutionNotFound, Intake
 from services.gateway.problems import Problem
 from services.gateway.routes import PROBLEM_RESPONSES
 from services.gateway.schemas import ExecutionView
-from shared.domain.execution import Execution, ExecutionStatus
+from shared.activity import ExecutionChange
+from shared.domain.execution import AuditEntry, Execution, ExecutionStatus
 from shared.events import Identifier
 from shared.store.api_keys import ApiKey, ApiKeys
-from shared.store.progress import ProgressEntry
+from shared.store.progress import PROGRESS_PAGE, ProgressEntry
 
 RETRY_MS = 2_000
 DEFAULT_KEY_CHECK_SECONDS = 5.0
@@ -59,8 +65,6 @@ class StreamEnded(Exception):
 
 @dataclass(frozen=True)
 class StreamLimits:
-    poll_seconds: float = 0.5
-    """How often an open stream looks for news."""
     key_check_seconds: float = DEFAULT_KEY_CHECK_SECONDS
     """How often a stream's key is read again (a revoked key's streams close)."""
     max_per_key: int = DEFAULT_MAX_PER_KEY
@@ -96,13 +100,18 @@ class OpenStreams:
 
 
 def install_stream(
-    app: FastAPI, intake: Intake, keys: ApiKeys, *, limits: StreamLimits | None = None
+    app: FastAPI,
+    intake: Intake,
+    keys: ApiKeys,
+    feed: ExecutionFeed,
+    *,
+    limits: StreamLimits | None = None,
 ) -> None:
     async def ended(_: Request, __: Exception) -> Response:
         return Response(status_code=204)
 
     app.add_exception_handler(StreamEnded, ended)
-    app.include_router(build_stream_router(intake, keys, limits or StreamLimits()))
+    app.include_router(build_stream_router(intake, keys, feed, limits or StreamLimits()))
 
 
 _CURSOR = re.compile(r"(?P<audit>\d{1,9})/(?P<progress>(\d{6}\.\d{4}\.\d{6})?)")
@@ -131,23 +140,54 @@ class StreamCursor:
         return cls(int(match["audit"]), match["progress"])
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """What the audit events of an execution are made of, from the store or from a change."""
+
+    execution_id: str
+    status: ExecutionStatus
+    audit: Sequence[AuditEntry]
+    view: Callable[[], dict[str, Any]]
+    """The execution as the API shows it: the ``interrupt`` and ``end`` events' data."""
+
+    @classmethod
+    def of(cls, execution: Execution) -> Snapshot:
+        return cls(
+            execution.execution_id,
+            execution.status,
+            execution.audit,
+            lambda: ExecutionView.of(execution).model_dump(mode="json"),
+        )
+
+    @classmethod
+    def of_change(cls, execution_id: str, change: ExecutionChange) -> Snapshot | None:
+        """None when the change came without its view (too big to carry)."""
+        view = change.view
+        if view is None:
+            return None
+        return cls(execution_id, change.status, change.audit, lambda: view)
+
+
 def progress_events(
     entries: list[ProgressEntry], cursor: StreamCursor
 ) -> tuple[list[ServerSentEvent], StreamCursor]:
+    """Events for the entries after the cursor (a pushed batch may repeat what was read)."""
     events = []
     for entry in entries:
+        if entry.key <= cursor.progress:
+            continue
         cursor = StreamCursor(cursor.audit, entry.key)
         events.append(ServerSentEvent(event=entry.kind, id=str(cursor), data=entry.data))
     return events, cursor
 
 
 def audit_events(
-    execution: Execution, cursor: StreamCursor
+    snapshot: Snapshot, cursor: StreamCursor
 ) -> tuple[list[ServerSentEvent], StreamCursor]:
     """Events for the audit entries after the cursor; ``interrupt`` (the review request) after
     the transition into the current suspension, ``end`` after the final status."""
     events = []
-    trail = execution.audit
+    trail = snapshot.audit
     last_transition = max(
         (i for i, entry in enumerate(trail) if entry.to_status is not None), default=-1
     )
@@ -155,28 +195,45 @@ def audit_events(
         entry = trail[index]
         cursor = StreamCursor(index + 1, cursor.progress)
         name = "status" if entry.to_status is not None else "audit"
-        data = {"execution_id": execution.execution_id, **entry.model_dump(mode="json")}
+        data = {"execution_id": snapshot.execution_id, **entry.model_dump(mode="json")}
         events.append(ServerSentEvent(event=name, id=str(cursor), data=data))
-        if index == last_transition and execution.status is ExecutionStatus.SUSPENDED:
-            view = ExecutionView.of(execution).model_dump(mode="json")
-            events.append(ServerSentEvent(event="interrupt", id=str(cursor), data=view))
-        if index == last_transition and execution.status.is_terminal:
-            view = ExecutionView.of(execution).model_dump(mode="json")
-            events.append(ServerSentEvent(event="end", id=str(cursor), data=view))
+        if index == last_transition and snapshot.status is ExecutionStatus.SUSPENDED:
+            events.append(ServerSentEvent(event="interrupt", id=str(cursor), data=snapshot.view()))
+        if index == last_transition and snapshot.status.is_terminal:
+            events.append(ServerSentEvent(event="end", id=str(cursor), data=snapshot.view()))
     return events, cursor
 
 
-def build_stream_router(intake: Intake, keys: ApiKeys, limits: StreamLimits) -> APIRouter:
+def finished(snapshot: Snapshot, sent: list[ServerSentEvent], until: Until) -> bool:
+    if snapshot.status.is_terminal:
+        return True
+    return until is Until.SUSPENDED and any(e.event == "interrupt" for e in sent)
+
+
+def build_stream_router(
+    intake: Intake, keys: ApiKeys, feed: ExecutionFeed, limits: StreamLimits
+) -> APIRouter:
     router = APIRouter(responses=PROBLEM_RESPONSES)
     reader = Depends(access(keys, "reading", ANY_ROLE))
     rechecks = KeyRechecks(keys, interval=limits.key_check_seconds, clock=limits.clock)
     open_streams = OpenStreams(limits.max_per_key)
 
     # Checks run as dependencies: they must answer 404/400 before the 200 of the stream is sent.
+    # The watch begins before the execution is read (services/gateway/feed.py), and ends once
+    # the response is over (a dependency with yield), however the stream ended.
+    async def watching(
+        project_id: Identifier,
+        execution_id: Identifier,
+        key: ApiKey = reader,
+    ) -> AsyncIterator[Watch]:
+        with feed.watch(project_id, execution_id) as watch:
+            yield watch
+
     async def watched(
         project_id: Identifier,
         execution_id: Identifier,
         workspace_id: Annotated[Identifier, Query()],
+        _: Watch = Depends(watching),
         key: ApiKey = reader,
     ) -> Execution:
         try:
@@ -227,6 +284,7 @@ def build_stream_router(intake: Intake, keys: ApiKeys, limits: StreamLimits) -> 
     )
     async def stream_execution(
         execution: Execution = Depends(watched),
+        watch: Watch = Depends(watching),
         cursor: StreamCursor = Depends(resume_point),
         _: None = Depends(stream_slot),
         key: ApiKey = reader,
@@ -246,31 +304,106 @@ def build_stream_router(intake: Intake, keys: ApiKeys, limits: StreamLimits) -> 
         reconnect with ``Last-Event-ID`` to continue where it stopped."""
         opened = limits.clock()
         yield ServerSentEvent(comment="interlock execution stream", retry=RETRY_MS)
+        # The one read of the store: what happened before this stream (or its reconnect).
+        snapshot = Snapshot.of(execution)
+        sent, cursor = progress_events(await stored_progress(execution, cursor), cursor)
+        for event in sent:
+            yield event
+        sent, cursor = audit_events(snapshot, cursor)
+        for event in sent:
+            yield event
+        if finished(snapshot, sent, until):
+            return
         while True:
-            execution = await intake.get(
-                execution.project_id, execution.workspace_id, execution.execution_id
-            )
-            # Read after the execution: a run's progress is stored before its final status,
-            # so once the status is final every entry is here.
-            entries = await intake.progress_after(execution, cursor.progress)
-            sent, cursor = progress_events(entries, cursor)
-            for event in sent:
-                yield event
-            sent, cursor = audit_events(execution, cursor)
-            for event in sent:
-                yield event
-            if execution.status.is_terminal:
-                return
-            if until is Until.SUSPENDED and any(e.event == "interrupt" for e in sent):
-                return
-            # Checked between polls, after a batch is sent whole: every event before the close
-            # carries its id, so the reconnect continues exactly after the last one.
-            if limits.clock() - opened >= limits.max_seconds:
+            left = limits.max_seconds - (limits.clock() - opened)
+            if left <= 0:
+                # Checked after a batch is sent whole: every event before the close carries its
+                # id, so the reconnect continues exactly after the last one.
                 yield ServerSentEvent(comment="stream lifetime over: reconnect with Last-Event-ID")
                 return
-            await asyncio.sleep(limits.poll_seconds)
+            arrived = await watch.next(min(left, limits.key_check_seconds))
+            if watch.overflowed:
+                yield ServerSentEvent(comment="fell behind: reconnect with Last-Event-ID")
+                return
+            for activity in arrived:
+                if activity.change is None:
+                    entries = [item.entry() for item in activity.progress or []]
+                    sent, cursor = progress_events(entries, cursor)
+                else:
+                    snapshot = Snapshot.of_change(
+                        activity.execution_id, activity.change
+                    ) or Snapshot.of(
+                        await intake.get(
+                            execution.project_id, execution.workspace_id, execution.execution_id
+                        )
+                    )
+                    sent, cursor = audit_events(snapshot, cursor)
+                for event in sent:
+                    yield event
+                if finished(snapshot, sent, until):
+                    return
             if not await rechecks.still_valid(key):
                 yield ServerSentEvent(comment="the API key is no longer valid")
                 return
+
+    async def workspace_watching(
+        project_id: Identifier,
+        workspace_id: Annotated[Identifier, Query()],
+        key: ApiKey = reader,
+    ) -> AsyncIterator[Watch]:
+        with feed.watch_workspace(project_id, workspace_id) as watch:
+            yield watch
+
+    @router.get(
+        "/api/v1/projects/{project_id}/changes",
+        response_class=EventSourceResponse,
+        tags=["executions"],
+    )
+    async def stream_changes(
+        watch: Watch = Depends(workspace_watching),
+        _: None = Depends(stream_slot),
+        key: ApiKey = reader,
+    ) -> AsyncIterator[ServerSentEvent]:
+        """Every change of every execution of the workspace, as it happens: a ``change`` event
+        whose data is the execution as ``GET .../executions/{id}`` shows it. Nothing is
+        replayed: once this stream is open, read what you show (the pending reviews, say:
+        ``GET .../executions?status=suspended``) and apply the changes that follow; after a
+        reconnect, read it again. The review page follows its list this way."""
+        opened = limits.clock()
+        yield ServerSentEvent(comment="interlock workspace changes", retry=RETRY_MS)
+        while True:
+            left = limits.max_seconds - (limits.clock() - opened)
+            if left <= 0:
+                yield ServerSentEvent(comment="stream lifetime over: reconnect and read again")
+                return
+            arrived = await watch.next(min(left, limits.key_check_seconds))
+            if watch.overflowed:
+                yield ServerSentEvent(comment="fell behind: reconnect and read again")
+                return
+            for activity in arrived:
+                change = activity.change
+                if change is None:
+                    continue
+                view = change.view
+                if view is None:  # too big to carry: read this one
+                    stored = await intake.get(
+                        activity.project_id, change.workspace_id, activity.execution_id
+                    )
+                    view = ExecutionView.of(stored).model_dump(mode="json")
+                yield ServerSentEvent(event="change", data=view)
+            if not await rechecks.still_valid(key):
+                yield ServerSentEvent(comment="the API key is no longer valid")
+                return
+
+    async def stored_progress(execution: Execution, cursor: StreamCursor) -> list[ProgressEntry]:
+        """Every stored entry after the cursor (the log answers in pages)."""
+        entries: list[ProgressEntry] = []
+        after = cursor.progress
+        while True:
+            page = await intake.progress_after(execution, after)
+            entries.extend(page)
+            if len(page) < PROGRESS_PAGE:
+                return entries
+            after = page[-1].key
 
     return router

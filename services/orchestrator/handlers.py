@@ -26,6 +26,7 @@ import structlog
 from services.orchestrator import state_machine as sm
 from services.orchestrator.known import KnownExecutions
 from shared import metrics, tracing
+from shared.activity import CHANGED_IN_HEADER, ExecutionActivity
 from shared.agents import AgentRegistry
 from shared.bus import EventPublisher, carried_headers
 from shared.domain.deadlines import DeadlineKind
@@ -320,11 +321,14 @@ class Orchestrator:
                 a.event_id == event.event_id and a.action == "decision.rejected"
                 for a in execution.audit
             ):
+                # Recorded by an earlier delivery, which may have died before announcing it.
+                await self._announce(execution, event)
                 return
             updated = sm.rejected_decision(execution, event, reason)
             stored = await self._store.executions.replace(execution, updated)
             if stored is not None:
                 self._known.put(stored)
+                await self._announce(stored, event)
                 return
             execution, _ = await self._reload(execution)
 
@@ -368,3 +372,15 @@ class Orchestrator:
                 correlation_id=execution.execution_id,
             )
             await self._publisher.publish(status, self._topics.status, key=execution.execution_id)
+        await self._announce(execution, cause)
+
+    async def _announce(self, execution: Execution, cause: EventModel) -> None:
+        """Tell the gateways' live streams (shared/activity.py): once per handled event, the
+        whole trail, so a lost announcement is made good by the next or by a redelivery."""
+        changed = ExecutionActivity.changed(execution, causation_id=cause.event_id)
+        await self._publisher.publish(
+            changed,
+            self._topics.activity,
+            key=execution.execution_id,
+            headers={CHANGED_IN_HEADER: execution.project_id},
+        )

@@ -15,6 +15,7 @@ from pydantic import Field
 from services.sandbox.checkpointer import GuardedSaver
 from services.sandbox.handlers import Sandbox
 from services.sandbox.mongo_checkpoints import AsyncMongoSaver
+from services.sandbox.progress import ProgressAnnouncer
 from services.sandbox.runner import AgentRunner, GraphCache
 from shared.agents import load_registry
 from shared.background import background_hooks
@@ -61,6 +62,7 @@ def build_sandbox(
         run_timeout_seconds=settings.run_timeout_seconds,
         max_step_result_bytes=settings.max_step_result_bytes,
         progress=store.progress,
+        announcer=ProgressAnnouncer(publisher, settings.topics.activity),
     )
     sandbox = Sandbox(
         store=store,

@@ -5,6 +5,11 @@ Progress is written in small batches and best-effort: a database hiccup here cos
 few lines of output, never the run (the checkpoint and the step cache are what a run needs).
 Tokens are coalesced per flush so a model streaming a hundred tokens a second does not become
 a hundred writes a second.
+
+Each batch is also announced on ``execution.activity`` (shared/activity.py), after the store
+write, so the gateways' open streams get it pushed; the store keeps it for streams that open or
+reconnect later. The runner flushes before the run's outcome is reported, so a batch is always
+announced before the status that follows it.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from langchain_core.messages import AIMessageChunk
 from pymongo.errors import PyMongoError
 
 from services.sandbox.jsonable import to_jsonable
+from shared.activity import ExecutionActivity
+from shared.bus import EventPublisher
 from shared.store.progress import ProgressEntry, ProgressLog, progress_key
 
 log = structlog.get_logger(__name__)
@@ -29,6 +36,28 @@ MAX_ENTRY_BYTES = 32_000
 and the checkpoint keep the whole state."""
 
 
+class ProgressAnnouncer:
+    """Publishes batches of progress to the gateways, best-effort like the log itself."""
+
+    def __init__(self, publisher: EventPublisher, topic: str) -> None:
+        self._publisher = publisher
+        self._topic = topic
+
+    async def announce(
+        self, project_id: str, execution_id: str, entries: list[ProgressEntry]
+    ) -> None:
+        event = ExecutionActivity.progressed(project_id, execution_id, entries)
+        try:
+            await self._publisher.publish(event, self._topic, key=execution_id)
+        except Exception as exc:  # a watcher misses a few lines; the run goes on
+            log.warning(
+                "progress.unannounced",
+                execution_id=execution_id,
+                entries=len(entries),
+                error=repr(exc),
+            )
+
+
 class ProgressRecorder:
     def __init__(
         self,
@@ -38,8 +67,10 @@ class ProgressRecorder:
         execution_id: str,
         epoch: int,
         attempt: int,
+        announcer: ProgressAnnouncer | None = None,
     ) -> None:
         self._log = log_
+        self._announcer = announcer
         self._project_id = project_id
         self._execution_id = execution_id
         self._epoch = epoch
@@ -86,6 +117,8 @@ class ProgressRecorder:
                 entries=len(entries),
                 error=str(exc),
             )
+        if self._announcer is not None:
+            await self._announcer.announce(self._project_id, self._execution_id, entries)
 
     def _close_tokens(self) -> None:
         if self._tokens:

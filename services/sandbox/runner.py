@@ -40,7 +40,7 @@ from services.sandbox.fingerprint import agent_fingerprint
 from services.sandbox.jsonable import to_jsonable
 from services.sandbox.mongo_checkpoints import head_extra, known_to_be_new
 from services.sandbox.mongo_checkpoints import run_scope as checkpoint_run_scope
-from services.sandbox.progress import STREAM_MODES, ProgressRecorder
+from services.sandbox.progress import STREAM_MODES, ProgressAnnouncer, ProgressRecorder
 from services.sandbox.reviews import interrupt_reviews, tool_rules
 from services.sandbox.step_index import StepIndex
 from services.sandbox.tools import make_tools_durable
@@ -208,8 +208,10 @@ class AgentRunner:
         run_timeout_seconds: float,
         max_step_result_bytes: int,
         progress: ProgressLog | None = None,
+        announcer: ProgressAnnouncer | None = None,
     ) -> None:
         self._graphs = graphs
+        self._announcer = announcer
         self._steps = steps
         self._attempts = attempts
         self._progress = progress or InMemoryProgressLog()
@@ -292,6 +294,7 @@ class AgentRunner:
             execution_id=dispatch.execution_id,
             epoch=dispatch.epoch,
             attempt=attempt.number,
+            announcer=self._announcer,
         )
         resume = dispatch.resume
         if isinstance(payload, Command) and resume is not None and resume.decided_at is not None:

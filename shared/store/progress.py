@@ -17,6 +17,8 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 PROGRESS_TTL = timedelta(days=7)
+PROGRESS_PAGE = 500
+"""Entries one ``after`` call returns at most."""
 
 
 def progress_key(epoch: int, attempt: int, seq: int) -> str:
@@ -40,7 +42,7 @@ class ProgressLog(Protocol):
         ...
 
     async def after(
-        self, project_id: str, execution_id: str, key: str, *, limit: int = 500
+        self, project_id: str, execution_id: str, key: str, *, limit: int = PROGRESS_PAGE
     ) -> list[ProgressEntry]:
         """Entries with a key greater than ``key`` ("" for all), in key order."""
         ...

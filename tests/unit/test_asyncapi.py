@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel
 
 from shared import asyncapi
+from shared.activity import ExecutionActivity
 from shared.events import EVENT_TYPES, MessageDeadLettered
 from shared.topics import Topics
 
@@ -68,7 +69,7 @@ def test_header(document: dict[str, Any]) -> None:
 
 def test_one_channel_per_topic(document: dict[str, Any]) -> None:
     topics = Topics().all()
-    assert len(topics) == 9
+    assert len(topics) == 10
     assert list(document["channels"]) == topics
     for topic, channel in document["channels"].items():
         assert channel["address"] == topic
@@ -87,6 +88,7 @@ def test_each_channel_carries_its_event_model(document: dict[str, Any]) -> None:
         "execution.status": models["execution.status"],
         "review.deadline": models["review.deadline"],
         "execution.dead_lettered": MessageDeadLettered,
+        "execution.activity": ExecutionActivity,
     }
     for topic, model in expected.items():
         payload = _payload(document, topic)
@@ -105,6 +107,7 @@ def test_each_channel_carries_its_event_model(document: dict[str, Any]) -> None:
         ("execution.reported", {"epoch", "outcome", "result", "error"}),
         ("execution.status", {"status", "previous_status", "sequence"}),
         ("execution.dead_lettered", {"source_topic", "reason", "payload", "consumer"}),
+        ("execution.activity", {"project_id", "change", "progress"}),
     ],
 )
 def test_payload_schemas_name_the_fields(

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from httpx_sse import ServerSentEvent, aconnect_sse
 from pymongo.errors import ServerSelectionTimeoutError
 
@@ -23,6 +21,7 @@ from services.gateway.stream import StreamCursor
 from shared.store.api_keys import ApiKey, Role, create_key
 from shared.store.memory.api_keys import InMemoryApiKeys
 from tests.eventually import eventually
+from tests.live_gateway import served
 from tests.unit.inprocess import World
 
 STREAM = "/api/v1/projects/p1/executions/{}/stream"
@@ -54,33 +53,6 @@ async def gateway(
 async def http(world: World, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[httpx.AsyncClient]:
     async with gateway(world, monkeypatch) as client:
         yield client
-
-
-@asynccontextmanager
-async def served(http: httpx.AsyncClient) -> AsyncIterator[httpx.AsyncClient]:
-    """The gateway app behind ``http`` on a loopback port, with the same headers."""
-    transport = http._transport
-    assert isinstance(transport, httpx.ASGITransport)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    config = uvicorn.Config(transport.app, host="127.0.0.1", port=port, log_config=None)
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    try:
-        for _ in range(1000):
-            if server.started:
-                break
-            await asyncio.sleep(0.01)
-        else:
-            raise AssertionError("the gateway did not start on loopback")
-        async with httpx.AsyncClient(
-            base_url=f"http://127.0.0.1:{port}", headers=http.headers, timeout=10
-        ) as client:
-            yield client
-    finally:
-        server.should_exit = True
-        await task
 
 
 async def events_of(
@@ -257,7 +229,7 @@ async def test_a_revoked_keys_open_stream_closes_and_cannot_reopen(
 ) -> None:
     started = await world.invoke("refund-approval", "Refund claim CLM-4821")
     url = STREAM.format(started.execution_id)
-    quick = {"stream_poll_seconds": 0.05, "stream_key_check_seconds": 0.05}
+    quick = {"stream_key_check_seconds": 0.05}
     async with (
         gateway(world, monkeypatch, **quick) as http,
         served(http) as live,
@@ -328,7 +300,7 @@ async def test_streams_past_the_per_key_cap_are_429_and_a_closed_one_frees_its_s
     url = STREAM.format(started.execution_id)
     params = {"workspace_id": "w1"}
     async with (
-        gateway(world, monkeypatch, stream_max_per_key=2, stream_poll_seconds=0.05) as http,
+        gateway(world, monkeypatch, stream_max_per_key=2) as http,
         served(http) as live,
     ):
         first = aconnect_sse(live, "GET", url, params=params)

@@ -36,6 +36,9 @@ class UnreachableBroker:
     ) -> None:
         raise KafkaTimeoutError()
 
+    def add_listener(self, topic: str, listener: object) -> None:
+        """Nothing is ever heard: these tests open no execution stream."""
+
 
 @pytest.mark.parametrize(
     ("store", "publisher"),

@@ -159,3 +159,14 @@ async def test_delivered_messages_are_pruned_without_being_asked(
 
         await eventually(rows, lambda r: r == [], what="the delivered messages pruned")
         assert await bus.lag() == 0
+
+
+async def test_a_topic_only_listeners_hear_is_told_and_never_written(tmp_path: Path) -> None:
+    path = tmp_path / "bus.sqlite"
+    heard: list[tuple[int, bytes]] = []
+    async with running(path) as bus:
+        bus.add_listener(UNREAD, lambda d: heard.append((d.offset, d.body)))
+        for body in (b"a", b"b"):
+            await bus.publish_raw(body, UNREAD, key="k")
+    assert heard == [(1, b"a"), (2, b"b")]
+    assert stored(path, UNREAD) == []

@@ -32,6 +32,9 @@ class Discard:
     ) -> None:
         return None
 
+    def add_listener(self, topic: str, listener: object) -> None:
+        """Nothing is ever heard: these tests open no execution stream."""
+
 
 @dataclass(frozen=True)
 class PagedRoute:

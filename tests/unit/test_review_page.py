@@ -24,6 +24,9 @@ class NoBroker:
     ) -> None:
         raise AssertionError("serving the page publishes nothing")
 
+    def add_listener(self, topic: str, listener: object) -> None:
+        """Nothing is ever heard: these tests open no execution stream."""
+
 
 @pytest.fixture
 def client(monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:

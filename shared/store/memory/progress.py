@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.store.progress import ProgressEntry
+from shared.store.progress import PROGRESS_PAGE, ProgressEntry
 
 
 class InMemoryProgressLog:
@@ -17,7 +17,7 @@ class InMemoryProgressLog:
             stored.setdefault(entry.key, entry)
 
     async def after(
-        self, project_id: str, execution_id: str, key: str, *, limit: int = 500
+        self, project_id: str, execution_id: str, key: str, *, limit: int = PROGRESS_PAGE
     ) -> list[ProgressEntry]:
         stored = self._entries.get((project_id, execution_id), {})
         return [stored[k] for k in sorted(stored) if k > key][:limit]

@@ -11,7 +11,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import BulkWriteError, OperationFailure
 
 from shared.events import utc_now
-from shared.store.progress import PROGRESS_TTL, ProgressEntry
+from shared.store.progress import PROGRESS_PAGE, PROGRESS_TTL, ProgressEntry
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class MongoProgressLog:
                 raise
 
     async def after(
-        self, project_id: str, execution_id: str, key: str, *, limit: int = 500
+        self, project_id: str, execution_id: str, key: str, *, limit: int = PROGRESS_PAGE
     ) -> list[ProgressEntry]:
         prefix = f"{execution_id}:"
         found = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from shared.events import utc_now
-from shared.store.progress import PROGRESS_TTL, ProgressEntry
+from shared.store.progress import PROGRESS_PAGE, PROGRESS_TTL, ProgressEntry
 from shared.store.sqlite.database import Database
 
 SCHEMA = """
@@ -37,7 +37,7 @@ class SqliteProgressLog:
         )
 
     async def after(
-        self, project_id: str, execution_id: str, key: str, *, limit: int = 500
+        self, project_id: str, execution_id: str, key: str, *, limit: int = PROGRESS_PAGE
     ) -> list[ProgressEntry]:
         rows = await self._db.fetch_all(
             "SELECT key, kind, data FROM execution_progress"

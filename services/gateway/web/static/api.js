@@ -95,7 +95,14 @@ export async function openExecutionStream(executionId, { lastEventId, signal } =
   return response.status === 204 ? null : response;
 }
 
-function newestFirst(a, b) {
+/** Open the workspace's change stream: a `change` event (the execution, as the API shows it)
+ * whenever any execution of the workspace changes. Nothing is replayed: read what to show after
+ * it opened. Resolves to the streaming Response. */
+export function openChangesStream({ signal } = {}) {
+  return send("GET", "/changes", { headers: { Accept: "text/event-stream" }, signal });
+}
+
+export function newestFirst(a, b) {
   const byTime = Date.parse(b.created_at) - Date.parse(a.created_at);
   return byTime || (a.execution_id < b.execution_id ? 1 : -1);
 }

@@ -1,39 +1,20 @@
-// Watching the gateway for changes: one execution through its server-sent-events stream, the
-// list of pending reviews by polling (there is no stream across executions). Each watcher is
-// one function with a stop handle.
+// Watching the gateway for changes, pushed, never polled: one execution through its
+// server-sent-events stream, the list of pending reviews through the workspace's change stream.
+// Each watcher is one function with a stop handle.
 
-import { getExecution, listPendingReviews, openExecutionStream } from "./api.js";
+import {
+  getExecution,
+  listPendingReviews,
+  newestFirst,
+  openChangesStream,
+  openExecutionStream,
+} from "./api.js";
 import { serverSentEvents } from "./sse.js";
 
 export const RECONNECT_MS = 2000;
-export const LIST_POLL_MS = 2000;
 const REFRESH_DELAY_MS = 100;
 const PROGRESS_EVENTS = new Set(["update", "token"]);
 const TERMINAL = new Set(["completed", "error", "cancelled", "expired"]);
-
-/** Poll `fetchOnce(signal)` every `intervalMs`, one request at a time (a slow answer delays the
- * next poll rather than piling requests up); `onValue` gets each answer, `onError` each failure,
- * and polling goes on after a failure: a gateway restart should not need a page reload.
- * `onValue` returning true ends the watch. Returns stop(). */
-function poll(fetchOnce, intervalMs, onValue, onError) {
-  const aborter = new AbortController();
-  let timer = null;
-  const tick = async () => {
-    let done = false;
-    try {
-      done = onValue(await fetchOnce(aborter.signal)) === true;
-    } catch (error) {
-      if (aborter.signal.aborted) return;
-      onError(error);
-    }
-    if (!done && !aborter.signal.aborted) timer = setTimeout(tick, intervalMs);
-  };
-  tick();
-  return () => {
-    aborter.abort();
-    clearTimeout(timer);
-  };
-}
 
 /** Watch one execution: `onChange(execution)` with the GET body now and whenever it changes,
  * `onProgress(kind, data)` for the agent's node updates and tokens. The stream says when
@@ -104,12 +85,81 @@ function sleep(ms, signal) {
 }
 
 /** Watch the pending reviews: `onChange(items)`, newest first, now and whenever the list
- * changes. Returns stop(). */
+ * changes. The workspace's change stream opens first; the list is read once it is open, so no
+ * change falls between the read and the stream; changes that arrive before the list are applied
+ * after it (an announcement older than what the list holds is ignored). A dropped stream is
+ * reopened and the list read again. Returns stop(). */
 export function watchPendingReviews(onChange, onError = () => {}) {
-  return poll((signal) => listPendingReviews({ signal }), LIST_POLL_MS, changesOnly(onChange), onError);
+  const aborter = new AbortController();
+  const { signal } = aborter;
+  const changed = changesOnly(onChange);
+
+  const follow = async () => {
+    // This connection's own signal: a failed list read ends the stream too, and the whole
+    // watch starts over.
+    const connection = new AbortController();
+    const stop = () => connection.abort();
+    signal.addEventListener("abort", stop, { once: true });
+    try {
+      const response = await openChangesStream({ signal: connection.signal });
+      const pending = new Map();
+      let early = [];
+      const apply = (view) => {
+        const known = pending.get(view.execution_id);
+        if (known && known.updated_at > view.updated_at) return;
+        if (view.status === "suspended") pending.set(view.execution_id, view);
+        else pending.delete(view.execution_id);
+      };
+      const show = () => changed([...pending.values()].sort(newestFirst));
+      let listFailure = null;
+      listPendingReviews({ signal: connection.signal }).then(
+        (items) => {
+          for (const item of items) pending.set(item.execution_id, item);
+          early.forEach(apply);
+          early = null;
+          show();
+        },
+        (error) => {
+          listFailure = error;
+          connection.abort();
+        },
+      );
+      try {
+        for await (const event of serverSentEvents(response.body, connection.signal)) {
+          if (event.event !== "change") continue;
+          const view = JSON.parse(event.data);
+          if (early) {
+            early.push(view);
+          } else {
+            apply(view);
+            show();
+          }
+        }
+      } catch (error) {
+        throw listFailure ?? error;
+      }
+      if (listFailure) throw listFailure;
+    } finally {
+      signal.removeEventListener("abort", stop);
+      connection.abort();
+    }
+  };
+
+  (async () => {
+    while (!signal.aborted) {
+      try {
+        await follow();
+      } catch (error) {
+        if (signal.aborted) return;
+        onError(error);
+      }
+      await sleep(RECONNECT_MS, signal).catch(() => {});
+    }
+  })();
+  return () => aborter.abort();
 }
 
-// Polling sees the same answer again and again; callers only care when it differs.
+// A reconnect reads the same list again; callers only care when it differs.
 function changesOnly(onChange) {
   let last = null;
   return (value) => {

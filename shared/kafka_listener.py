@@ -1,0 +1,136 @@
+"""One broadcast listener of one Kafka topic (``shared/bus.py``, ``ListenerHost``): it hears every
+message of every partition published after ``start()`` returned, in order within a partition
+(so per key), with no consumer group, no commits and no redelivery.
+
+Why aiokafka's consumer without a group: with ``group_id=None`` it uses its
+``NoGroupCoordinator``, which assigns every partition of the subscribed topic to this one
+consumer (and assigns a partition added later, on the next metadata refresh), so each process
+hears everything, where members of one group would share the partitions. No offsets are
+committed, and ``auto_offset_reset="latest"`` starts each partition at its end.
+
+``start()`` returns only once the position of every partition is fixed (the end offset the
+broker reported): what is published after it returns has an offset at or past that position,
+so it is heard. The gateway relies on this: it starts listening, then reads the store, and
+whatever happens in between is heard rather than lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from typing import Any
+
+import structlog
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from shared.bus import Delivery, Listener
+from shared.kafka_consumer import delivery_of
+
+log = structlog.get_logger(__name__)
+
+FETCH_WAIT_MS = 1_000
+"""The longest one ``getmany`` waits for new messages; a message arriving meanwhile ends the
+wait at once, so this bounds only how long an idle loop sleeps between two polls."""
+FETCH_RETRY_SECONDS = 1.0
+"""Pause after a failed fetch: the client reconnects by itself, the loop must not spin
+meanwhile."""
+START_TIMEOUT_SECONDS = 30.0
+"""How long ``start()`` waits for the partitions' end offsets before it gives up (a broker that
+answered the bootstrap and went away): better to fail the start than to hang it."""
+STOP_TIMEOUT_SECONDS = 10.0
+"""How long ``stop()`` waits for the client to close; a stop must never hang a shutdown."""
+
+
+class KafkaListener:
+    def __init__(
+        self, topic: str, listener: Listener, *, client: dict[str, Any], client_id: str
+    ) -> None:
+        self.topic = topic
+        self._listener = listener
+        self._client = client
+        self._client_id = client_id
+        self._consumer: AIOKafkaConsumer | None = None
+        self._loop: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Connect, take every partition of the topic and fix each one's position at its end;
+        from the return on, every message published to the topic is heard."""
+        if self._consumer is not None:
+            raise RuntimeError(f"the listener of {self.topic!r} is started already")
+        consumer = AIOKafkaConsumer(
+            **self._client,
+            group_id=None,
+            client_id=self._client_id,
+            enable_auto_commit=False,
+            auto_offset_reset="latest",
+        )
+        # Subscribed before start: ``start`` then assigns every partition itself (and raises if
+        # the topic does not exist), so the assignment is there when it returns.
+        consumer.subscribe([self.topic])
+        try:
+            await consumer.start()
+            async with asyncio.timeout(START_TIMEOUT_SECONDS):
+                await self._fix_positions(consumer)
+        except BaseException:
+            await consumer.stop()  # whatever it opened before it failed
+            raise
+        self._consumer = consumer
+        # A context of its own: the listener does not inherit the log bindings or the span of
+        # whoever started the bus, as on a message heard in another process.
+        self._loop = asyncio.create_task(
+            self._listen(consumer), name=f"listen {self.topic}", context=contextvars.Context()
+        )
+
+    async def _fix_positions(self, consumer: AIOKafkaConsumer) -> None:
+        partitions: set[TopicPartition] = consumer.assignment()
+        if not partitions:
+            raise RuntimeError(f"no partitions of {self.topic!r} assigned to its listener")
+        for partition in partitions:
+            # Waits for the fetcher to resolve "latest" into an offset (it asks the partitions'
+            # leaders, one ListOffsets request per broker, retrying while a new topic's leaders
+            # are being elected): the first message fetched is the one at that offset.
+            await consumer.position(partition)
+
+    async def stop(self) -> None:
+        """Stop hearing and close the client; returns within ``STOP_TIMEOUT_SECONDS``."""
+        consumer, loop = self._consumer, self._loop
+        self._consumer = self._loop = None
+        if consumer is None:
+            return
+        try:
+            async with asyncio.timeout(STOP_TIMEOUT_SECONDS):
+                if loop is not None:
+                    loop.cancel()
+                    # ``wait``, not ``await loop``: a cancellation of this stop itself still
+                    # propagates, where suppressing the loop's CancelledError would eat it.
+                    await asyncio.wait([loop])
+                await consumer.stop()
+        except TimeoutError:
+            log.warning("listener.stop_timed_out", topic=self.topic)
+
+    async def _listen(self, consumer: AIOKafkaConsumer) -> None:
+        while True:
+            try:
+                batch = await consumer.getmany(timeout_ms=FETCH_WAIT_MS)
+            except Exception as exc:
+                # A broker away (aiokafka reconnects by itself) or anything else: a listener that
+                # died silently would leave its views frozen, so log, pause and poll again.
+                log.warning("listener.fetch_failed", topic=self.topic, error=repr(exc))
+                await asyncio.sleep(FETCH_RETRY_SECONDS)
+                continue
+            # One partition's records are in offset order, and one key is in one partition.
+            for records in batch.values():
+                for record in records:
+                    self._hear(delivery_of(record))
+
+    def _hear(self, delivery: Delivery) -> None:
+        try:
+            self._listener(delivery)
+        except Exception:
+            # Nothing to redeliver to: the message is gone for this listener, the next one is not.
+            log.exception(
+                "listener.failed",
+                topic=delivery.topic,
+                partition=delivery.partition,
+                offset=delivery.offset,
+            )

@@ -1,0 +1,104 @@
+"""How an execution looks from outside: the API's body of an execution, also carried to the
+gateways' live streams on the ``execution.activity`` topic (the orchestrator builds it once per
+change, so no gateway reads the store to show it)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from shared.domain.decisions import reviews_of
+from shared.domain.execution import Execution, ExecutionStatus
+from shared.events import ActionDecision, AgentInput, InterruptReview
+from shared.store.approvals import Approval
+
+
+class ApprovalView(BaseModel):
+    """One owner's approval toward a decision that needs several."""
+
+    reviewer: str
+    decision: str
+    reviewer_notes: str | None
+    at: datetime
+    via_link: bool = False
+    """Given through a notification link (the reviewer names the link and its recipient)."""
+
+    @classmethod
+    def of(cls, approval: Approval) -> ApprovalView:
+        return cls(
+            reviewer=approval.reviewer,
+            via_link=approval.via_link,
+            decision=approval.summary,
+            reviewer_notes=approval.reviewer_notes,
+            at=approval.at,
+        )
+
+
+class DecisionView(BaseModel):
+    suspension_id: int
+    decision: str
+    reviewer_notes: str | None
+    reviewer: str | None
+    decided_at: datetime
+    decisions: list[ActionDecision] | None = None
+    interrupt_id: str | None = None
+    edits: list[dict[str, Any]] = Field(default_factory=list)
+    approvers: list[str] | None = None
+    discounted_approvers: list[str] | None = None
+    """Approvals given but not counted when the quorum completed, each with why."""
+
+
+class ExecutionView(BaseModel):
+    execution_id: str
+    project_id: str
+    workspace_id: str
+    agent: str
+    status: ExecutionStatus
+    input: AgentInput
+    created_at: datetime
+    updated_at: datetime
+    suspend_context: dict[str, Any] | None = None
+    allowed_decisions: list[str] | None = None
+    suspension_id: int | None = None
+    generation: int | None = None
+    """The current suspension's number: send it back as ``generation`` on resume."""
+    reviews: list[InterruptReview] | None = None
+    """What each pending interrupt asks: one decision, or a decision per action."""
+    suspended_at: datetime | None = None
+    result: Any = None
+    error: dict[str, str] | None = None
+    decisions: list[DecisionView] = Field(default_factory=list)
+    approvals: list[ApprovalView] = Field(default_factory=list)
+    """Approvals so far toward the current suspension's decision, when it needs several."""
+
+    @classmethod
+    def of(cls, execution: Execution) -> ExecutionView:
+        view = cls(
+            execution_id=execution.execution_id,
+            project_id=execution.project_id,
+            workspace_id=execution.workspace_id,
+            agent=execution.agent,
+            status=execution.status,
+            input=execution.input,
+            created_at=execution.created_at,
+            updated_at=execution.updated_at,
+            decisions=[
+                DecisionView(**d.model_dump(exclude={"decision_id", "values"}))
+                for d in execution.decisions
+            ],
+        )
+        suspension = execution.suspension
+        if execution.status is ExecutionStatus.SUSPENDED and suspension is not None:
+            view.suspend_context = suspension.suspend_context
+            view.allowed_decisions = suspension.allowed_decisions
+            view.suspension_id = suspension.suspension_id
+            view.generation = suspension.suspension_id
+            view.reviews = reviews_of(execution)
+            view.suspended_at = suspension.suspended_at
+        if execution.status is ExecutionStatus.COMPLETED:
+            view.result = execution.result
+        if execution.status is ExecutionStatus.ERROR:
+            view.error = execution.error
+        return view
