@@ -28,7 +28,7 @@ from services.orchestrator.known import KnownExecutions
 from shared import metrics, tracing
 from shared.activity import CHANGED_IN_HEADER, ExecutionActivity
 from shared.agents import AgentRegistry
-from shared.bus import EventPublisher, carried_headers
+from shared.bus import EventPublisher, Outgoing, carried_headers, publish_in_order
 from shared.domain.deadlines import DeadlineKind
 from shared.domain.decisions import DecisionError
 from shared.domain.execution import Execution, new_pending_execution
@@ -342,16 +342,13 @@ class Orchestrator:
             metrics.TRANSITIONS.labels(change.from_status.value, change.to_status.value).inc()
         if outcome.ignored:
             log.info("event.ignored", why=outcome.ignored, status=execution.status.value)
-        for command in sm.follow_ups(execution, causation_id=cause.event_id):
+        outgoing = [
             # Sent after every outcome, a redelivery's too: see the module's docstring. The
             # caller's custom headers go to the sandbox for this run segment only, as they came:
             # sealed for the sandbox (the orchestrator holds no key to open them).
-            await self._publisher.publish(
-                command,
-                self._topics.dispatched,
-                key=execution.execution_id,
-                headers=carried_headers(),
-            )
+            Outgoing(command, self._topics.dispatched, execution.execution_id, carried_headers())
+            for command in sm.follow_ups(execution, causation_id=cause.event_id)
+        ]
         changes = outcome.transitions or [
             # Nothing changed now; re-announce the current state in case the earlier announcement
             # was lost in a crash. Consumers drop versions they have seen.
@@ -371,16 +368,20 @@ class Orchestrator:
                 causation_id=cause.event_id,
                 correlation_id=execution.execution_id,
             )
-            await self._publisher.publish(status, self._topics.status, key=execution.execution_id)
-        await self._announce(execution, cause)
+            outgoing.append(Outgoing(status, self._topics.status, execution.execution_id))
+        outgoing.append(self._announcement(execution, cause))
+        # One produce request and one wait for all of them, in this order.
+        await publish_in_order(self._publisher, outgoing)
 
     async def _announce(self, execution: Execution, cause: EventModel) -> None:
-        """Tell the gateways' live streams (shared/activity.py): once per handled event, the
+        await publish_in_order(self._publisher, [self._announcement(execution, cause)])
+
+    def _announcement(self, execution: Execution, cause: EventModel) -> Outgoing:
+        """For the gateways' live streams (shared/activity.py): once per handled event, the
         whole trail, so a lost announcement is made good by the next or by a redelivery."""
-        changed = ExecutionActivity.changed(execution, causation_id=cause.event_id)
-        await self._publisher.publish(
-            changed,
+        return Outgoing(
+            ExecutionActivity.changed(execution, causation_id=cause.event_id),
             self._topics.activity,
-            key=execution.execution_id,
-            headers={CHANGED_IN_HEADER: execution.project_id},
+            execution.execution_id,
+            {CHANGED_IN_HEADER: execution.project_id},
         )
