@@ -312,10 +312,7 @@ def topic_docs(topics: Topics | None = None) -> list[TopicDoc]:
                     "announces the current one again, same sequence, `previous_status: null`.",
                 ),
             ),
-            consumers=(
-                Party("notifier", "Logs the change."),
-                Party(EXTERNAL, "Outside systems may follow executions here."),
-            ),
+            consumers=(Party(EXTERNAL, "Outside systems may follow executions here."),),
         ),
         TopicDoc(
             topic=t.activity,
@@ -393,7 +390,7 @@ def topic_docs(topics: Topics | None = None) -> list[TopicDoc]:
                         f"`{t.requested}`, `{t.decisions}`, `{t.suspended}` and `{t.reported}`",
                     ),
                     ("sandbox", f"`{t.dispatched}`"),
-                    ("notifier", f"`{t.suspended}` and `{t.status}`"),
+                    ("notifier", f"`{t.suspended}` and `{t.deadlines}`"),
                 )
             ),
             consumers=(Party(EXTERNAL, "Operators and alerting."),),

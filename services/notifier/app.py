@@ -27,7 +27,6 @@ from shared.background import background_hooks
 from shared.bus import Bus, EventPublisher, route
 from shared.consumer_lag import consumer_lag_of
 from shared.events import (
-    ExecutionStatusChanged,
     ExecutionSuspended,
     ReviewDeadlineReached,
     utc_now,
@@ -156,9 +155,6 @@ class Notifier:
             decisions = [d for d in decisions if d.strip().casefold() == "reject"]
         return notification.model_copy(update={"link_decisions": decisions})
 
-    async def on_status(self, event: ExecutionStatusChanged) -> None:
-        log.info("execution.status", status=event.status, sequence=event.sequence)
-
 
 def register(
     bus: Bus,
@@ -204,15 +200,9 @@ def register(
         model=ReviewDeadlineReached,
         handle=notifier.on_deadline,
     )
-    route(
-        bus,
-        settings,
-        publisher,
-        service=SERVICE,
-        topic=topics.status,
-        model=ExecutionStatusChanged,
-        handle=notifier.on_status,
-    )
+    # Not execution.status: the notifier once consumed every status change only to log it, six
+    # messages per execution that cost it more CPU than its real work. Each change is in the
+    # execution's audit trail and the orchestrator's transitions counter.
     if notifications is None:
         return None
     return Dispatcher(

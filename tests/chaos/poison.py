@@ -27,7 +27,6 @@ CONSUMERS: dict[str, tuple[str, ...]] = {
     "execution.dispatched": ("sandbox",),
     "execution.suspended": ("orchestrator", "notifier"),
     "execution.reported": ("orchestrator",),
-    "execution.status": ("notifier",),
     "review.deadline": ("notifier",),
 }
 """Topic -> the services whose consumer groups read it."""

@@ -233,7 +233,7 @@ async def wait_caught_up(cluster: Cluster, timeout: float = 90) -> None:
             "execution.reported",
         ],
         "sandbox": ["execution.dispatched"],
-        "notifier": ["execution.suspended", "execution.status"],
+        "notifier": ["execution.suspended"],
     }
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
