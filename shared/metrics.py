@@ -110,6 +110,12 @@ HTTP_REQUEST_SECONDS = Histogram(
     " open: leave the stream route out of latency queries).",
     ["method", "route"],
 )
+STORE_CONNECTIONS = Counter(
+    "interlock_store_connections",
+    "Connections to the database the driver opened and closed (with why), and pool clears"
+    " (shared/store/mongo/watch.py): steady growth under a steady load is churn.",
+    ["event", "reason"],
+)
 STORE_COMMAND_SECONDS = Histogram(
     "interlock_store_command_seconds",
     "Time the database took for one command, by command and collection"

@@ -18,7 +18,7 @@ from shared.store.mongo.links import MongoSpentLinks
 from shared.store.mongo.notifications import MongoNotifications
 from shared.store.mongo.progress import MongoProgressLog
 from shared.store.mongo.steps import MongoStepStore
-from shared.store.mongo.watch import CommandWatch
+from shared.store.mongo.watch import CommandWatch, ConnectionWatch
 
 Document = dict[str, Any]
 
@@ -60,7 +60,7 @@ class MongoStore:
             timeoutMS=operation_timeout_ms,
             tz_aware=True,
             appname="interlock",
-            event_listeners=[CommandWatch(slow_command_ms)],
+            event_listeners=[CommandWatch(slow_command_ms), ConnectionWatch()],
         )
         return cls(client, database_name)
 

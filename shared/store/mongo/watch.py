@@ -13,7 +13,7 @@ from typing import Any
 import structlog
 from pymongo import monitoring
 
-from shared.metrics import STORE_COMMAND_SECONDS
+from shared.metrics import STORE_COMMAND_SECONDS, STORE_CONNECTIONS
 
 log = structlog.get_logger(__name__)
 
@@ -86,3 +86,38 @@ class CommandWatch(monitoring.CommandListener):
                 ms=round(seconds * 1000, 1),
                 failed=failed,
             )
+
+
+class ConnectionWatch(monitoring.ConnectionPoolListener):
+    """Counts the driver's new and closed connections (``interlock_store_connections_total``):
+    a pool that keeps opening connections (each a DNS lookup on a worker thread, a TCP handshake
+    and the server's handshake) under a steady load is losing them somewhere."""
+
+    def connection_created(self, event: monitoring.ConnectionCreatedEvent) -> None:
+        STORE_CONNECTIONS.labels("created", "").inc()
+
+    def connection_closed(self, event: monitoring.ConnectionClosedEvent) -> None:
+        STORE_CONNECTIONS.labels("closed", str(event.reason)).inc()
+
+    def pool_cleared(self, event: monitoring.PoolClearedEvent) -> None:
+        STORE_CONNECTIONS.labels("pool_cleared", "").inc()
+
+    def pool_created(self, event: monitoring.PoolCreatedEvent) -> None: ...
+
+    def pool_ready(self, event: monitoring.PoolReadyEvent) -> None: ...
+
+    def pool_closed(self, event: monitoring.PoolClosedEvent) -> None: ...
+
+    def connection_ready(self, event: monitoring.ConnectionReadyEvent) -> None: ...
+
+    def connection_check_out_started(
+        self, event: monitoring.ConnectionCheckOutStartedEvent
+    ) -> None: ...
+
+    def connection_check_out_failed(
+        self, event: monitoring.ConnectionCheckOutFailedEvent
+    ) -> None: ...
+
+    def connection_checked_out(self, event: monitoring.ConnectionCheckedOutEvent) -> None: ...
+
+    def connection_checked_in(self, event: monitoring.ConnectionCheckedInEvent) -> None: ...
