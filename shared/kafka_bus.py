@@ -49,6 +49,7 @@ class KafkaBus:
             graceful_timeout_seconds=s.graceful_timeout_seconds,
             rebalance_grace_seconds=s.rebalance_grace_seconds,
             client_id=self._client_id,
+            commit_interval_seconds=s.consumer_commit_interval_ms / 1000,
         )
         self.consumers.append(
             KeyedKafkaConsumer(topic, consumer, options, limit=limit, max_held=max_held or limit)

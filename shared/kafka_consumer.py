@@ -21,8 +21,8 @@ directly, behind the same ``route`` (``docs/architecture.md``, "Concurrency").
   (decode, handle, dead-letter), retried in place while the wrapper asks for it (a failing
   dependency): the offset is not passed until it is done.
 - **Commits.** A finished message may move its partition's commit point; one commit request is
-  in flight at a time and carries the newest point of every partition, so commits coalesce under
-  load and cost one request per message at most.
+  in flight at a time, at most one per commit interval, and carries the newest point of every
+  partition, so commits coalesce: one request per interval under a steady load.
 - **Rebalance.** A revoked partition stops starting messages at once; the listener waits up to
   the rebalance grace for its messages in flight (cancelling the rest: their next owner takes
   them up from their checkpoints), commits what they finished, and only then lets the partition
@@ -78,6 +78,9 @@ class ConsumerOptions:
     """On a rebalance, how long a revoked partition's messages in flight get to finish: the
     whole group waits meanwhile (aiokafka's rebalances are eager), so it is short."""
     client_id: str
+    commit_interval_seconds: float = 0.0
+    """The least time between two commits of the commit loop (stop and rebalance commit at
+    once)."""
 
 
 def delivery_of(record: ConsumerRecord[bytes, bytes]) -> Delivery:
@@ -306,6 +309,8 @@ class KeyedKafkaConsumer:
         while True:
             await self._commit_wanted.wait()
             await self._commit_now()
+            # What finishes meanwhile rides on the next commit.
+            await asyncio.sleep(self._options.commit_interval_seconds)
 
     async def _commit_now(self) -> None:
         self._commit_wanted.clear()

@@ -89,6 +89,10 @@ class CommonSettings(BaseSettings):
     messages of it in flight here get to finish before they are cancelled and taken up by the
     partition's next owner (agent runs from their checkpoints). Every replica of the service
     waits for the slowest meanwhile, so keep it short."""
+    consumer_commit_interval_ms: int = Field(default=200, ge=0, le=60_000)
+    """A consumer commits what it finished at most this often (a rebalance and a stop commit at
+    once): fewer commit requests under a steady load, and after a crash at most this much
+    finished work is delivered again, which the idempotency guards absorb."""
 
     @model_validator(mode="after")
     def _sasl_needs_credentials(self) -> Self:
