@@ -11,9 +11,17 @@ import os
 import sys
 from pathlib import Path
 
-from bench import report
+from bench import idle_streams, report
 from bench.modes import MODES
-from bench.run import log, measure, measure_concurrency, measure_history, scratch, write
+from bench.run import (
+    log,
+    measure,
+    measure_concurrency,
+    measure_history,
+    measure_idle_streams,
+    scratch,
+    write,
+)
 from tests.e2e.cluster import REPO
 
 DOCS = REPO / "docs" / "benchmarks.md"
@@ -61,6 +69,21 @@ def main() -> None:
         " backlog) at the mode's sizes; JSON to --out or bench/results/concurrency/, the page"
         " untouched",
     )
+    parser.add_argument(
+        "--idle-streams-only",
+        type=int,
+        nargs="?",
+        const=0,
+        metavar="STREAMS",
+        help="only the idle streams' cost on one gateway, with STREAMS streams (default: the"
+        " mode's); JSON to --out or bench/results/idle-streams/, the page untouched",
+    )
+    parser.add_argument(
+        "--idle-streams-window",
+        type=float,
+        metavar="SECONDS",
+        help="with --idle-streams-only: the measured window (default: the mode's)",
+    )
     args = parser.parse_args()
     if args.report is not None:
         regenerate(args.report, args.docs or DOCS)
@@ -96,6 +119,21 @@ def main() -> None:
         path.write_text(json.dumps(result["summary"], indent=2, sort_keys=True) + "\n")
         (out / f"concurrency-{mode.name}.raw.json").write_text(json.dumps(result["raw"]) + "\n")
         log(f"wrote {path} (and its .raw.json)")
+        return
+    if args.idle_streams_only is not None:
+        sizes = idle_streams.sizes_for(
+            mode.name, args.idle_streams_only or None, args.idle_streams_window
+        )
+        figure = asyncio.run(
+            measure_idle_streams(mode, sizes, kafka=kafka, mongodb=mongodb, workdir=workdir)
+        )
+        path = (args.out or REPO / "bench" / "results" / "idle-streams") / (
+            f"idle-streams-{mode.name}-{sizes.streams}.json"
+        )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(figure, indent=2, sort_keys=True) + "\n")
+        print(json.dumps(figure["idle_streams"], indent=2, sort_keys=True))
+        log(f"wrote {path}")
         return
     result = asyncio.run(measure(mode, kafka=kafka, mongodb=mongodb, workdir=workdir))
     out = args.out or REPO / "bench" / "results" / mode.name

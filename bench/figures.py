@@ -258,6 +258,11 @@ async def peer(
             {
                 **analysis.throughput(executions),
                 "cpu_ms_per_execution": analysis.cpu_per_execution(data["cpu"], completed),
+                # its database server's, when it runs on one here (dbos-postgres), apart
+                "store_cpu_ms_per_execution": analysis.cpu_per_execution(
+                    data["cpu"], completed, STORE
+                ),
+                "cpu": data["cpu"],
                 "failures": [e.error for e in executions if e.error][:3],
             }
         )

@@ -6,6 +6,9 @@ from typing import Any
 
 FLOOR = "langgraph-mongodb"
 """The in-process floor with the services' own checkpointer kind (MongoDB saver, FerretDB)."""
+DBOS_POSTGRES = "dbos-postgres"
+"""DBOS Transact on a PostgreSQL system database: a durable-workflow engine on the same kind of
+server as Interlock's store, the peer Interlock's throughput is held against."""
 
 
 def _get(data: dict[str, Any], *path: str) -> Any:
@@ -54,6 +57,18 @@ def _target(
     met = measured >= limit if higher else measured <= limit
     off_by = None if met else round(limit / measured if higher else measured / limit, 2)
     return {"name": name, "goal": goal, "measured": measured, "met": met, "off_by": off_by}
+
+
+def peer_throughput_target(figures: dict[str, Any], kind: str, name: str) -> dict[str, Any]:
+    """Interlock's throughput (separate processes, 1 sandbox: the ratio table's) at least the
+    peer's, both measured in the same run; not measured when either is missing."""
+    return _target(
+        f"throughput >= {name} (same run; separate processes, 1 sandbox)",
+        ">= 1.0x",
+        ratios(figures).get(kind, {}).get("throughput"),
+        1.0,
+        True,
+    )
 
 
 def evaluate(figures: dict[str, Any]) -> list[dict[str, Any]]:
@@ -109,8 +124,13 @@ def evaluate(figures: dict[str, Any]) -> list[dict[str, Any]]:
             1.1,
             False,
         ),
+        peer_throughput_target(figures, DBOS_POSTGRES, "DBOS on PostgreSQL"),
     ]
-    return [*targets, *_backlog_targets(figures.get("backlog"))]
+    return [
+        *targets,
+        *_backlog_targets(figures.get("backlog")),
+        *_idle_streams_targets(figures.get("idle_streams")),
+    ]
 
 
 FETCH_BUFFER_MB = 1.048576
@@ -150,4 +170,25 @@ def _backlog_targets(backlog: dict[str, Any] | None) -> list[dict[str, Any]]:
             flat_mb,
             False,
         ),
+    ]
+
+
+IDLE_STREAMS_CORE_PERCENT = 5.0
+
+
+def _idle_streams_targets(figure: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Open streams cost nothing while idle: the gateway's share of one core with them open
+    (not measured unless every stream asked for stayed open through the window)."""
+    if not figure:
+        return []
+    share = figure.get("gateway_core_percent")
+    whole = figure.get("streams_open") == figure.get("streams")
+    return [
+        _target(
+            f"{figure['streams']:,} idle execution streams on one gateway: CPU",
+            f"< {IDLE_STREAMS_CORE_PERCENT:g}% of one core",
+            float(share) if whole and share is not None else None,
+            IDLE_STREAMS_CORE_PERCENT,
+            False,
+        )
     ]

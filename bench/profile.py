@@ -23,21 +23,25 @@ def py_spy() -> str | None:
     return str(here) if here.exists() else shutil.which("py-spy")
 
 
-async def record(pids: dict[str, int], seconds: float, outdir: Path) -> dict[str, Path]:
+async def record(
+    pids: dict[str, int], seconds: float, outdir: Path, *, flamegraph: bool = False
+) -> dict[str, Path]:
     """Sample every process at 100 Hz for ``seconds`` (non-blocking: the process is not paused
-    while it is read); returns the collapsed-stack file of each that worked."""
+    while it is read); returns the collapsed-stack file of each that worked (with
+    ``flamegraph``, an SVG flame graph instead)."""
     binary = py_spy()
     if binary is None:
         raise RuntimeError("py-spy is not installed (pip install py-spy)")
     await asyncio.to_thread(outdir.mkdir, parents=True, exist_ok=True)
     procs = {}
     for name, pid in pids.items():
-        out = outdir / f"{name}.collapsed.txt"
+        out = outdir / (f"{name}.svg" if flamegraph else f"{name}.collapsed.txt")
         procs[name] = (
             out,
             await asyncio.create_subprocess_exec(
                 binary, "record", "--pid", str(pid), "--duration", str(int(seconds)),
-                "--rate", "100", "--format", "raw", "--nonblocking", "--full-filenames",
+                "--rate", "100", "--format", "flamegraph" if flamegraph else "raw",
+                "--nonblocking", "--full-filenames",
                 "--output", str(out),
                 stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
             ),

@@ -13,15 +13,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import backlog, figures, goals, machine, profile
+from bench import backlog, figures, goals, idle_streams, machine, profile
 from bench.load import fetch_stamps, open_loop
 from bench.modes import Mode
+from bench.peers import postgres
 from bench.procstats import infra_pids, store_pids
 from bench.targets import Distributed, Embedded, Target
 from tests.e2e.cluster import REPO
 
 PARTITIONS = 6
-PEERS = ("langgraph-mongodb", "langgraph-sqlite", "dbos-sqlite")
+PEERS = ("langgraph-mongodb", "langgraph-sqlite", "dbos-sqlite", goals.DBOS_POSTGRES)
 EMBEDDED_POLL_SECONDS = 0.05
 SECOND_STORE_URI = "INTERLOCK_BENCH_SECOND_MONGODB_URI"
 """A second MongoDB-compatible store (say FerretDB on its SQLite backend beside the PostgreSQL
@@ -159,6 +160,23 @@ async def _backlog(mode: Mode, kafka: str, workdir: Path, raw: list[Any]) -> dic
     return summary
 
 
+async def _idle_streams(
+    mode: Mode, kafka: str, mongodb: str, workdir: Path, sizes: idle_streams.Sizes | None = None
+) -> dict[str, Any]:
+    """Idle execution streams on one gateway, on a stack and database of their own (the other
+    figures' executions must not be what the streams' gateway hears)."""
+    target = Distributed(kafka=kafka, mongodb=mongodb, workdir=workdir, partitions=PARTITIONS)
+    await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
+    try:
+        log("idle streams: starting gateway, orchestrator, notifier, 1 sandbox")
+        await target.start(sandboxes=1)
+        chosen = sizes or idle_streams.sizes_for(mode.name)
+        return await idle_streams.measure(target, chosen, mode.timeout, log)
+    finally:
+        target.stop()
+        await target.drop()
+
+
 async def _second_store(
     mode: Mode, kafka: str, uri: str, label: str | None, workdir: Path, raw: list[Any]
 ) -> dict[str, Any]:
@@ -224,6 +242,15 @@ async def _embedded(mode: Mode, workdir: Path, raw: list[Any]) -> dict[str, Any]
     return out
 
 
+async def _peer_postgres(mongodb: str) -> dict[str, Any]:
+    """The server the DBOS-on-PostgreSQL peer will run on, checked before anything is measured:
+    a bench without it fails in seconds, saying why, not after the other figures."""
+    server = postgres.require(postgres.server_url(mongodb))
+    version = await postgres.check(server)
+    log(f"peer {goals.DBOS_POSTGRES}: PostgreSQL {version} at {postgres.server_name(server)}")
+    return {"server": postgres.server_name(server), "version": version}
+
+
 async def measure_history(mode: Mode, *, kafka: str, mongodb: str, workdir: Path) -> dict[str, Any]:
     """Figure 8 alone (``python -m bench --history-only N``), with its settings and machine."""
     raw: list[Any] = []
@@ -254,6 +281,19 @@ async def measure_concurrency(
     return {"summary": summary, "raw": raw}
 
 
+async def measure_idle_streams(
+    mode: Mode, sizes: idle_streams.Sizes, *, kafka: str, mongodb: str, workdir: Path
+) -> dict[str, Any]:
+    """Idle streams alone (``python -m bench --idle-streams-only``), with the machine."""
+    return {
+        "mode": mode.name,
+        "machine": machine.describe(REPO / ".infra"),
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "idle_streams": await _idle_streams(mode, kafka, mongodb, workdir / "streams", sizes),
+        "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
 async def measure(mode: Mode, *, kafka: str, mongodb: str, workdir: Path) -> dict[str, Any]:
     began = time.time()
     raw: list[Any] = []
@@ -266,6 +306,8 @@ async def measure(mode: Mode, *, kafka: str, mongodb: str, workdir: Path) -> dic
     }
     figures_out: dict[str, Any] = {}
     summary["store"] = machine.store_of(mongodb, os.environ.get(STORE_LABEL) or None)
+    if mode.peers:
+        summary["peer_postgresql"] = await _peer_postgres(mongodb)
     figures_out["distributed"] = await _distributed(
         mode, kafka, mongodb, workdir / "distributed", raw
     )
@@ -274,6 +316,7 @@ async def measure(mode: Mode, *, kafka: str, mongodb: str, workdir: Path) -> dic
         mode, kafka, mongodb, workdir / "concurrency", raw
     )
     figures_out["backlog"] = await _backlog(mode, kafka, workdir / "backlog", raw)
+    figures_out["idle_streams"] = await _idle_streams(mode, kafka, mongodb, workdir / "streams")
     second = os.environ.get(SECOND_STORE_URI)
     if second:
         label = os.environ.get(SECOND_STORE_LABEL) or None

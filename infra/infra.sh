@@ -12,7 +12,8 @@
 # Progress goes to stderr and the exports to stdout, so
 #   eval "$(bash infra/infra.sh up)"
 # starts everything and sets INTERLOCK_KAFKA_BOOTSTRAP_SERVERS and
-# INTERLOCK_MONGODB_URI in the calling shell. Everything at run time lives in
+# INTERLOCK_MONGODB_URI (and INTERLOCK_POSTGRES_URI, the PostgreSQL server, when it
+# runs) in the calling shell. Everything at run time lives in
 # $REPO/.infra/ (see infra/README.md).
 set -euo pipefail
 
@@ -622,15 +623,22 @@ stop_service() {
 
 # The settings, using the ports of running services, else the configured ones.
 print_env() {
-  local kport mport
+  local kport mport pport=""
   kport="$KAFKA_PORT"
   mport="$MONGO_PORT"
   if service_pid kafka >/dev/null; then read -r kport _ <<<"$(recorded_port kafka) $KAFKA_PORT"; fi
   if service_pid ferretdb >/dev/null; then read -r mport _ <<<"$(recorded_port ferretdb) $MONGO_PORT"; fi
+  if service_pid postgres >/dev/null; then read -r pport _ <<<"$(recorded_port postgres) $PG_PORT"; fi
   mkdir -p "$INFRA"
   {
     printf 'export INTERLOCK_KAFKA_BOOTSTRAP_SERVERS=%s:%s\n' "$HOST" "$kport"
     printf 'export INTERLOCK_MONGODB_URI=mongodb://%s:%s/\n' "$HOST" "$mport"
+    # The PostgreSQL server itself (its maintenance database), for what runs on PostgreSQL
+    # directly: the benchmark's DBOS peer creates a database of its own there for each run.
+    # Printed only while ours runs (FerretDB on SQLite needs none).
+    if [[ -n "$pport" ]]; then
+      printf 'export INTERLOCK_POSTGRES_URI=postgresql://%s@%s:%s/postgres\n' "$PG_ROLE" "$HOST" "$pport"
+    fi
     # The SASL listener, for the tests of authenticated clients (a broker started before it
     # existed has none: then nothing is printed).
     if [[ -f "$INFRA/kafka-sasl.port" ]]; then

@@ -6,20 +6,33 @@ import argparse
 import asyncio
 import json
 import logging
+import sys
 from pathlib import Path
 from typing import Any
 
-KINDS = ("langgraph-mongodb", "langgraph-sqlite", "dbos-sqlite")
+from bench.peers import postgres
+
+KINDS = ("langgraph-mongodb", "langgraph-sqlite", "dbos-sqlite", "dbos-postgres")
 
 
 async def _run(args: argparse.Namespace) -> dict[str, Any]:
     message = f"bench steps={args.steps}"
-    if args.kind == "dbos-sqlite":
+    if args.kind.startswith("dbos-"):
         from bench.peers import dbos_peer
 
-        return await dbos_peer.run(
-            args.workdir, rate=args.rate, count=args.count, steps=args.steps, timeout=args.timeout
+        database = (
+            dbos_peer.on_postgres(args.postgres or postgres.server_url(args.mongodb))
+            if args.kind == "dbos-postgres"
+            else dbos_peer.on_sqlite(args.workdir)
         )
+        async with database as system_database:
+            return await dbos_peer.run(
+                system_database,
+                rate=args.rate,
+                count=args.count,
+                steps=args.steps,
+                timeout=args.timeout,
+            )
     from bench.peers import langgraph_peer
 
     saver = (
@@ -42,9 +55,18 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("--workdir", type=Path, required=True)
     parser.add_argument("--mongodb", default="mongodb://127.0.0.1:27117/")
+    parser.add_argument(
+        "--postgres",
+        help=f"dbos-postgres's server (default: ${postgres.SERVER_URI}, else the PostgreSQL the"
+        " FerretDB at --mongodb runs on); a database is created on it for the run and dropped",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)  # DBOS logs every start at INFO
-    print(json.dumps(asyncio.run(_run(args))))
+    try:
+        result = asyncio.run(_run(args))
+    except postgres.Unavailable as exc:
+        sys.exit(f"peer {args.kind}: {exc}")  # the reason, not a traceback, is what the bench shows
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

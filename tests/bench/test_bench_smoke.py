@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from bench.goals import DBOS_POSTGRES
+from bench.run import PEERS
 from tests.e2e.cluster import REPO
 
 pytestmark = pytest.mark.e2e
@@ -69,6 +71,12 @@ def test_smoke_run_writes_every_figure_from_its_own_measurements(
     for kind, peer in summary["figures"]["peers"].items():
         assert peer["throughput"]["per_second"] > 0, kind
         _latency_is_measured(peer["latency"])
+    # DBOS on PostgreSQL: its own process's CPU, and its server's apart when that is here (by
+    # default the server FerretDB runs on).
+    on_postgres = summary["figures"]["peers"][DBOS_POSTGRES]["throughput"]
+    assert _real(on_postgres["cpu_ms_per_execution"])
+    if "infra:postgresql" in summary["store"]["processes"]:
+        assert _real(on_postgres["store_cpu_ms_per_execution"])
     # Figure 3: the cached steps were stored and served.
     for steps, replay in dist["replay"].items():
         assert replay["runs"][0]["cached_steps_stored"] >= int(steps)
@@ -109,7 +117,7 @@ def test_smoke_run_writes_every_figure_from_its_own_measurements(
     executions = [e for entry in raw if entry["figure"] != "backlog" for e in entry["executions"]]
     completed = [e for e in executions if e["status"] == "completed"]
     assert completed and all(e["resumed_at"] and e["decided_at"] for e in completed)
-    assert {t["name"] for t in summary["targets"]} and len(summary["ratios"]) == 3
+    assert {t["name"] for t in summary["targets"]} and set(summary["ratios"]) == set(PEERS)
 
     page = docs.read_text()
     assert "## Targets" in page and "## 6." not in page  # smoke mode does not profile
