@@ -52,6 +52,8 @@ class Watch:
         self.execution_id = execution_id
         self.workspace_id = workspace_id
         self.overflowed = False
+        self.ended: str | None = None
+        """Why the stream must close though nothing went wrong with it (its key was revoked)."""
         self._capacity = capacity
         self._inbox: deque[ExecutionActivity] = deque()
         self._arrived = asyncio.Event()
@@ -75,10 +77,14 @@ class Watch:
             self._inbox.append(activity)
         self._arrived.set()
 
+    def end(self, why: str) -> None:
+        self.ended = why
+        self._arrived.set()
+
     async def next(self, seconds: float) -> list[ExecutionActivity]:
         """What arrived since the last call, waiting up to ``seconds`` for something (an empty
-        list when nothing came)."""
-        if not self._inbox and not self.overflowed:
+        list when nothing came, or when the watch was ended)."""
+        if not self._inbox and not self.overflowed and self.ended is None:
             await wait_event(self._arrived, seconds)
         self._arrived.clear()
         taken = list(self._inbox)

@@ -17,21 +17,24 @@ view, each progress batch its entries. An idle stream costs a timer, not queries
 read again only when a change's view was too big to carry (shared/activity.py).
 
 A stream is bounded three ways: it closes within ``key_check_seconds`` of its key being revoked
-(``auth.KeyRechecks``: one key read per interval per process, however many streams the key has
-open); one key may hold at most ``max_per_key`` streams open on one gateway process (429
+(``KeyGuard``: one timer and one key read per interval per process, however many streams the key
+has open, so an idle stream is never woken for it); one key may hold at most ``max_per_key`` streams open on one gateway process (429
 beyond); and a stream lives at most ``max_seconds``, after which the client reconnects with
 ``Last-Event-ID`` (browsers do on their own) and continues exactly where it stopped.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Annotated, Any
 
+import structlog
 from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
@@ -52,6 +55,8 @@ DEFAULT_KEY_CHECK_SECONDS = 5.0
 DEFAULT_MAX_PER_KEY = 20
 DEFAULT_MAX_SECONDS = 900.0
 STREAM_CAP_RETRY_AFTER_SECONDS = 5
+
+log = structlog.get_logger(__name__)
 
 
 class Until(StrEnum):
@@ -97,6 +102,57 @@ class OpenStreams:
             self._open[key_id] = held
         else:
             self._open.pop(key_id, None)
+
+
+class KeyGuard:
+    """Re-checks the keys of this process's open streams: one timer and at most one read per key
+    per ``interval``, however many streams the key holds, and an idle stream is never woken for
+    it. A revoked key's streams are ended at once; so are they when the key cannot be read (the
+    client's reconnect is checked again)."""
+
+    def __init__(self, rechecks: KeyRechecks) -> None:
+        self._rechecks = rechecks
+        self._watches: dict[str, set[Watch]] = {}
+        self._timers: dict[str, asyncio.Task[None]] = {}
+
+    @property
+    def timers(self) -> int:
+        return len(self._timers)
+
+    @contextmanager
+    def guarding(self, key: ApiKey, watch: Watch) -> Iterator[None]:
+        watches = self._watches.setdefault(key.key_id, set())
+        watches.add(watch)
+        if key.key_id not in self._timers:
+            self._timers[key.key_id] = asyncio.create_task(
+                self._recheck(key), name=f"recheck key {key.key_id}"
+            )
+        try:
+            yield
+        finally:
+            watches.discard(watch)
+            if not watches:
+                del self._watches[key.key_id]
+                timer = self._timers.pop(key.key_id, None)
+                if timer is not None:
+                    timer.cancel()
+
+    async def _recheck(self, key: ApiKey) -> None:
+        while True:
+            await asyncio.sleep(self._rechecks.interval)
+            try:
+                valid = await self._rechecks.still_valid(key)
+            except Exception as exc:
+                log.warning("stream.key_recheck_failed", key_id=key.key_id, error=repr(exc))
+                why = "the API key could not be checked again: reconnect"
+            else:
+                if valid:
+                    continue
+                why = "the API key is no longer valid"
+            for watch in list(self._watches.get(key.key_id, ())):
+                watch.end(why)
+            # The key's last stream closing cancels this timer; until then, nothing more to do.
+            return
 
 
 def install_stream(
@@ -215,7 +271,7 @@ def build_stream_router(
 ) -> APIRouter:
     router = APIRouter(responses=PROBLEM_RESPONSES)
     reader = Depends(access(keys, "reading", ANY_ROLE))
-    rechecks = KeyRechecks(keys, interval=limits.key_check_seconds, clock=limits.clock)
+    guard = KeyGuard(KeyRechecks(keys, interval=limits.key_check_seconds, clock=limits.clock))
     open_streams = OpenStreams(limits.max_per_key)
 
     # Checks run as dependencies: they must answer 404/400 before the 200 of the stream is sent.
@@ -226,7 +282,7 @@ def build_stream_router(
         execution_id: Identifier,
         key: ApiKey = reader,
     ) -> AsyncIterator[Watch]:
-        with feed.watch(project_id, execution_id) as watch:
+        with feed.watch(project_id, execution_id) as watch, guard.guarding(key, watch):
             yield watch
 
     async def watched(
@@ -321,7 +377,10 @@ def build_stream_router(
                 # id, so the reconnect continues exactly after the last one.
                 yield ServerSentEvent(comment="stream lifetime over: reconnect with Last-Event-ID")
                 return
-            arrived = await watch.next(min(left, limits.key_check_seconds))
+            arrived = await watch.next(left)
+            if watch.ended is not None:
+                yield ServerSentEvent(comment=watch.ended)
+                return
             if watch.overflowed:
                 yield ServerSentEvent(comment="fell behind: reconnect with Last-Event-ID")
                 return
@@ -342,16 +401,13 @@ def build_stream_router(
                     yield event
                 if finished(snapshot, sent, until):
                     return
-            if not await rechecks.still_valid(key):
-                yield ServerSentEvent(comment="the API key is no longer valid")
-                return
 
     async def workspace_watching(
         project_id: Identifier,
         workspace_id: Annotated[Identifier, Query()],
         key: ApiKey = reader,
     ) -> AsyncIterator[Watch]:
-        with feed.watch_workspace(project_id, workspace_id) as watch:
+        with feed.watch_workspace(project_id, workspace_id) as watch, guard.guarding(key, watch):
             yield watch
 
     @router.get(
@@ -376,7 +432,10 @@ def build_stream_router(
             if left <= 0:
                 yield ServerSentEvent(comment="stream lifetime over: reconnect and read again")
                 return
-            arrived = await watch.next(min(left, limits.key_check_seconds))
+            arrived = await watch.next(left)
+            if watch.ended is not None:
+                yield ServerSentEvent(comment=watch.ended)
+                return
             if watch.overflowed:
                 yield ServerSentEvent(comment="fell behind: reconnect and read again")
                 return
@@ -391,9 +450,6 @@ def build_stream_router(
                     )
                     view = ExecutionView.of(stored).model_dump(mode="json")
                 yield ServerSentEvent(event="change", data=view)
-            if not await rechecks.still_valid(key):
-                yield ServerSentEvent(comment="the API key is no longer valid")
-                return
 
     async def stored_progress(execution: Execution, cursor: StreamCursor) -> list[ProgressEntry]:
         """Every stored entry after the cursor (the log answers in pages)."""

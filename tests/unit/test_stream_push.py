@@ -15,12 +15,15 @@ from typing import Any
 import httpx
 import pytest
 from httpx_sse import ServerSentEvent, aconnect_sse
+from pymongo.errors import ServerSelectionTimeoutError
 from structlog.testing import capture_logs
 
 from interlock.dev import DevSettings, embedded
 from services.gateway import app as gateway_app
 from services.gateway.app import GatewaySettings, create_app
+from services.gateway.auth import KeyRechecks
 from services.gateway.feed import ExecutionFeed
+from services.gateway.stream import KeyGuard
 from services.orchestrator import state_machine as sm
 from services.orchestrator.app import register as register_orchestrator
 from services.sandbox.app import publish_agent_versions
@@ -29,7 +32,8 @@ from shared.activity import CHANGED_IN_HEADER, ExecutionActivity
 from shared.bus import Delivery, ListenerHost
 from shared.events import DecisionSubmitted
 from shared.inprocess_bus import InProcessBus
-from shared.store.api_keys import Role, create_key
+from shared.store.api_keys import ApiKey, Role, create_key
+from shared.store.memory.api_keys import InMemoryApiKeys
 from shared.store.ports import Store
 from shared.store.progress import ProgressEntry
 from tests.counting_store import CountingStore
@@ -313,3 +317,42 @@ async def test_a_workspace_change_stream_is_pushed_its_own_workspace_only(
         assert seen[-1]["allowed_decisions"] == ["approve", "reject"]
         # The stream reads nothing: the page reads its list itself, once, after opening it.
         assert reads.snapshot() == {}
+
+
+# --- key re-checks: one timer per key, not a wake-up per stream ---------------------------------
+
+
+async def test_a_keys_streams_share_one_recheck_timer_and_its_revocation_ends_them() -> None:
+    keys = InMemoryApiKeys()
+    first, _ = await create_key(keys, project_id="p1", role=Role.OWNER, name="a")
+    other, _ = await create_key(keys, project_id="p1", role=Role.OWNER, name="b")
+    guard = KeyGuard(KeyRechecks(keys, interval=0.02))
+    feed = ExecutionFeed()
+    with (
+        feed.watch("p1", "e1") as one,
+        feed.watch("p1", "e2") as two,
+        feed.watch("p1", "e3") as three,
+        guard.guarding(first, one),
+        guard.guarding(first, two),
+        guard.guarding(other, three),
+    ):
+        assert guard.timers == 2
+        assert await keys.revoke("p1", first.key_id)
+        # Each waits up to its lifetime: only the revocation wakes the first key's streams.
+        assert await one.next(5) == [] and await two.next(5) == []
+        assert one.ended == two.ended == "the API key is no longer valid"
+        assert await three.next(0.1) == [] and three.ended is None
+    assert guard.timers == 0
+
+
+async def test_a_key_that_cannot_be_read_again_ends_its_streams() -> None:
+    class Unreachable(InMemoryApiKeys):
+        async def get(self, key_id: str) -> ApiKey | None:
+            raise ServerSelectionTimeoutError("the database is away")
+
+    keys = Unreachable()
+    key, _ = await create_key(keys, project_id="p1", role=Role.OWNER, name="a")
+    guard = KeyGuard(KeyRechecks(keys, interval=0.02))
+    with ExecutionFeed().watch("p1", "e1") as watch, guard.guarding(key, watch):
+        assert await watch.next(5) == []
+        assert watch.ended == "the API key could not be checked again: reconnect"
