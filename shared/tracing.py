@@ -30,7 +30,8 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
-from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
+from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, TraceState
 
 TRACER_NAME = "interlock"
 EXPORTERS = ("otlp", "console")
@@ -71,6 +72,41 @@ def exporter_names(environ: Mapping[str, str] | None = None) -> list[str]:
 
 _installed: bool | None = None
 """None until ``configure_tracing`` ran; then whether it exports."""
+_recording = False
+"""Whether spans are recorded when no exporter was configured (``record_spans``)."""
+
+
+def record_spans(on: bool = True) -> None:
+    """Record every span even with export off: for whoever attaches a span processor of their
+    own (the tests' in-memory exporter)."""
+    global _recording
+    _recording = on
+
+
+class IdsOnly(Sampler):
+    """With export off, a span still gets its ids (every log line inside it carries them, and
+    the trace context crosses services in the messages' headers) but records nothing: no
+    attributes, no events, no processor work. Measured at saturation, recording spans nobody
+    exported was 5-10% of each service's busy time (issue 20)."""
+
+    def should_sample(
+        self,
+        parent_context: otel_context.Context | None,
+        trace_id: int,
+        name: str,
+        kind: SpanKind | None = None,
+        attributes: Any = None,
+        links: Any = None,
+        trace_state: TraceState | None = None,
+    ) -> SamplingResult:
+        parent = trace.get_current_span(parent_context).get_span_context()
+        inherited = parent.trace_state if parent.is_valid else None
+        if _recording:
+            return SamplingResult(Decision.RECORD_AND_SAMPLE, attributes, inherited)
+        return SamplingResult(Decision.DROP, None, inherited)
+
+    def get_description(self) -> str:
+        return "IdsOnly"
 
 
 def sdk_disabled(environ: Mapping[str, str] | None = None) -> bool:
@@ -97,7 +133,10 @@ def configure_tracing(service: str) -> bool:
     attributes = (
         {} if os.environ.get("OTEL_SERVICE_NAME") else {SERVICE_NAME: f"interlock-{service}"}
     )
-    provider = TracerProvider(resource=Resource.create(attributes))
+    # Exported spans follow the standard sampler settings (OTEL_TRACES_SAMPLER); unexported
+    # ones only need their ids.
+    sampler = None if names else IdsOnly()
+    provider = TracerProvider(resource=Resource.create(attributes), sampler=sampler)
     for name in names:
         exporter: SpanExporter
         if name == "otlp":

@@ -43,6 +43,9 @@ def spans() -> Iterator[InMemorySpanExporter]:
     # The global provider is set once per process (by the first service built in this test
     # process, or here); the exporter is added to it once.
     global _exporting
+    # With export off the services' provider keeps span ids only (tracing.IdsOnly): these tests
+    # export to memory, so they ask for the spans to be recorded.
+    tracing.record_spans()
     if not _exporting:
         if not isinstance(trace.get_tracer_provider(), TracerProvider):
             trace.set_tracer_provider(TracerProvider())
@@ -320,3 +323,23 @@ def test_no_carrier_is_stored_outside_a_trace() -> None:
     assert tracing.current_carrier() is None
     assert tracing.link_to(None, "execution.origin") == []
     assert tracing.link_to({"traceparent": "garbage"}, "execution.origin") == []
+
+
+def test_with_export_off_spans_get_ids_and_record_nothing() -> None:
+    tracer = TracerProvider(sampler=tracing.IdsOnly()).get_tracer("test")
+    was = tracing._recording
+    tracing.record_spans(False)
+    try:
+        with (
+            tracer.start_as_current_span("parent") as parent,
+            tracer.start_as_current_span("child", attributes={"a": 1}) as child,
+        ):
+            assert child.get_span_context().is_valid
+            assert not child.is_recording()
+            # One trace: a log line of the child and of its parent name the same trace.
+            assert child.get_span_context().trace_id == parent.get_span_context().trace_id
+        tracing.record_spans(True)
+        with tracer.start_as_current_span("recorded") as recorded:
+            assert recorded.is_recording()
+    finally:
+        tracing.record_spans(was)
