@@ -100,8 +100,11 @@ async def publish_in_order(publisher: EventPublisher, messages: Sequence[Outgoin
     instead of one of each per message (measured: 0.33 ms of CPU for three, against 0.64-0.84
     one by one). If one fails the call raises, as ``publish`` would; a redelivery of the
     message being handled publishes them all again, which every consumer absorbs."""
-    if isinstance(publisher, BatchPublisher):
-        await publisher.publish_all(messages)
+    # Not isinstance on the runtime-checkable protocol: that inspects the protocol's members on
+    # every call (1.4% of the orchestrator's busy time at saturation).
+    publish_all = getattr(publisher, "publish_all", None)
+    if publish_all is not None:
+        await publish_all(messages)
         return
     for message in messages:
         await publisher.publish(
