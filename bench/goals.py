@@ -125,11 +125,54 @@ def evaluate(figures: dict[str, Any]) -> list[dict[str, Any]]:
             False,
         ),
         peer_throughput_target(figures, DBOS_POSTGRES, "DBOS on PostgreSQL"),
+        *_hot_path_targets(figures),
     ]
     return [
         *targets,
         *_backlog_targets(figures.get("backlog")),
         *_idle_streams_targets(figures.get("idle_streams")),
+    ]
+
+
+def _hot_path_targets(figures: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 20's targets that the standing figures measure: Interlock's own CPU per execution
+    (separate processes, 1 sandbox, at saturation), three sandboxes against one, and the
+    embedded mode against DBOS on SQLite (throughput, and decision -> next step p50 at half of
+    each one's saturation)."""
+    dist = figures.get("distributed", {})
+    throughput = dist.get("throughput") or {}
+    one, three = _get(throughput, "1", "per_second"), _get(throughput, "3", "per_second")
+    embedded = figures.get("embedded") or {}
+    dbos = _get(figures, "peers", "dbos-sqlite") or {}
+    return [
+        _target(
+            "Interlock's own CPU per execution (1 sandbox, saturation)",
+            "<= 30 ms",
+            _get(throughput, "1", "cpu_ms_per_execution"),
+            30,
+            False,
+        ),
+        _target("3 sandboxes vs 1 (throughput)", ">= 1.0x", _ratio(three, one), 1.0, True),
+        _target(
+            "embedded throughput vs DBOS on SQLite (same run)",
+            ">= 1.0x",
+            _ratio(
+                _get(embedded, "throughput", "per_second"),
+                _get(dbos, "throughput", "per_second"),
+            ),
+            1.0,
+            True,
+        ),
+        _target(
+            "embedded decision -> next step p50 vs DBOS on SQLite",
+            "<= 1.0x",
+            _ratio(
+                _get(embedded, "latency", "median", "decision_to_next_step", "p50_ms"),
+                _get(dbos, "latency", "median", "decision_to_next_step", "p50_ms"),
+            ),
+            1.0,
+            False,
+        ),
     ]
 
 

@@ -1,0 +1,54 @@
+"""Issue 20's targets that the standing figures measure (bench/goals.py): each computed from
+the figures it names, met or missed by the factor shown, and not measured when one is missing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench import goals
+
+
+def by_name(figures: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {t["name"]: t for t in goals.evaluate(figures)}
+
+
+FIGURES: dict[str, Any] = {
+    "distributed": {
+        "throughput": {
+            "1": {"per_second": 20.0, "cpu_ms_per_execution": 45.0},
+            "3": {"per_second": 25.0},
+        }
+    },
+    "embedded": {
+        "throughput": {"per_second": 10.0},
+        "latency": {"median": {"decision_to_next_step": {"p50_ms": 12.0}}},
+    },
+    "peers": {
+        "dbos-sqlite": {
+            "throughput": {"per_second": 40.0},
+            "latency": {"median": {"decision_to_next_step": {"p50_ms": 15.0}}},
+        }
+    },
+}
+
+
+def test_each_target_is_met_or_missed_by_what_it_measures() -> None:
+    targets = by_name(FIGURES)
+    cpu = targets["Interlock's own CPU per execution (1 sandbox, saturation)"]
+    assert (cpu["measured"], cpu["met"], cpu["off_by"]) == (45.0, False, 1.5)
+    sandboxes = targets["3 sandboxes vs 1 (throughput)"]
+    assert (sandboxes["measured"], sandboxes["met"]) == (1.25, True)
+    embedded = targets["embedded throughput vs DBOS on SQLite (same run)"]
+    assert (embedded["measured"], embedded["met"], embedded["off_by"]) == (0.25, False, 4.0)
+    latency = targets["embedded decision -> next step p50 vs DBOS on SQLite"]
+    assert (latency["measured"], latency["met"]) == (0.8, True)
+
+
+def test_a_target_whose_figure_is_missing_is_not_measured() -> None:
+    targets = by_name({"distributed": {"throughput": {"1": {"per_second": 20.0}}}})
+    for name in (
+        "Interlock's own CPU per execution (1 sandbox, saturation)",
+        "3 sandboxes vs 1 (throughput)",
+        "embedded throughput vs DBOS on SQLite (same run)",
+    ):
+        assert targets[name]["measured"] is None and targets[name]["met"] is None
