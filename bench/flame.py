@@ -6,7 +6,8 @@ Kafka and store (``infra/infra.sh``), warms them up, then runs ``bench-pipeline`
 a rate above saturation and, while they run:
 
 - reads each process's CPU from /proc over the whole load, divided by the executions completed:
-  CPU milliseconds per execution per process (printed, and written as ``<label>.json``);
+  CPU milliseconds per execution per process, and the messages written to each topic per
+  execution (printed, and written as ``<label>.json``);
 - samples every process with py-spy twice in a row: once as collapsed stacks (summarised: the
   top functions by own time, as the benchmark page shows them), once as an SVG flame graph
   (``<label>/<process>.svg``).
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from bench import profile
 from bench.load import fetch_stamps, open_loop
@@ -53,6 +55,7 @@ async def measure(label: str, out: Path, rate: float, count: int, seconds: float
             )  # fmt: skip
             await fetch_stamps(client, warm)
             pids = target.pids()
+            topics_before = await _end_offsets(kafka, target.cluster.topic_prefix)
             before = {name: cpu_seconds(pid) or 0.0 for name, pid in pids.items()}
             started = time.perf_counter()
             load = asyncio.create_task(
@@ -68,6 +71,7 @@ async def measure(label: str, out: Path, rate: float, count: int, seconds: float
             elapsed = time.perf_counter() - started
             after = {name: cpu_seconds(pid) or 0.0 for name, pid in pids.items()}
             connections = await _connection_counts(target.metrics_ports())
+            topics_after = await _end_offsets(kafka, target.cluster.topic_prefix)
         finally:
             await client.aclose()
     finally:
@@ -83,10 +87,34 @@ async def measure(label: str, out: Path, rate: float, count: int, seconds: float
         "cpu_ms_per_execution": cpu_ms,
         "cpu_ms_per_execution_total": round(sum(cpu_ms.values()), 1),
         "store_connections": connections,
+        "kafka_messages_per_execution": {
+            topic: round((topics_after[topic] - topics_before.get(topic, 0)) / max(done, 1), 2)
+            for topic in sorted(topics_after)
+            if topics_after[topic] != topics_before.get(topic, 0)
+        },
         "top": {
             name: profile.summarise(path)["self_functions"][:8] for name, path in collapsed.items()
         },
     }
+
+
+async def _end_offsets(kafka: str, prefix: str) -> dict[str, int]:
+    """Messages ever written to each of the run's topics (the sum of its partitions' ends)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=kafka)
+    await consumer.start()
+    try:
+        topics = [t for t in await consumer.topics() if t.startswith(prefix)]
+        # The run's topics were created with PARTITIONS each (a consumer knows the partitions
+        # of the topics it subscribed to only).
+        partitions = [TopicPartition(t, p) for t in topics for p in range(PARTITIONS)]
+        ends = await consumer.end_offsets(partitions)
+    finally:
+        await consumer.stop()
+    totals: dict[str, int] = {}
+    for partition, end in ends.items():
+        name = partition.topic.removeprefix(prefix)
+        totals[name] = totals.get(name, 0) + end
+    return totals
 
 
 async def _connection_counts(ports: dict[str, int]) -> dict[str, dict[str, float]]:
