@@ -35,11 +35,14 @@ FETCH_RETRY_SECONDS = 1.0
 """Pause after a failed fetch: the client reconnects by itself, the loop must not spin
 meanwhile."""
 # aiokafka's fetch defaults (answer as soon as one message is there, else after 500 ms), on
-# purpose: a stream's latency at low load comes first, and an idle gateway sends two fetches a
-# second. Measured trade-off: waiting up to 50 ms for 32 KiB saved 7% of the gateway's busy time
-# at saturation (each fetch encodes a request over every partition) but made the idle gateway
-# fetch 20 times a second (0.6% -> 1.7% of a core). Better than either: stop fetching while no
-# stream is open on the process (issue 20's next step).
+# purpose: a stream's latency at low load comes first. Measured trade-off: waiting up to 50 ms
+# for 32 KiB saved 7% of the gateway's busy time at saturation (each fetch encodes a request
+# over every partition) but made an idle gateway fetch 20 times a second (0.6% -> 1.7% of a
+# core). Listening on demand (``want`` / ``release``) is better than either: nothing is fetched
+# while nobody needs it.
+RELEASE_GRACE_SECONDS = 30.0
+"""An on-demand listener keeps fetching this long after its last user let go: streams come and
+go, and each resume costs a round of ListOffsets requests."""
 START_TIMEOUT_SECONDS = 30.0
 """How long ``start()`` waits for the partitions' end offsets before it gives up (a broker that
 answered the bootstrap and went away): better to fail the start than to hang it."""
@@ -48,15 +51,90 @@ STOP_TIMEOUT_SECONDS = 10.0
 
 
 class KafkaListener:
+    """With ``on_demand``, nothing is fetched until ``want`` is awaited, and fetching stops again
+    ``RELEASE_GRACE_SECONDS`` after the last ``release``: a gateway with no stream open pays
+    nothing for the topic. ``want`` returns once every partition's position is fixed at its end,
+    so what is published after it returns is heard, as after ``start`` without ``on_demand``."""
+
     def __init__(
-        self, topic: str, listener: Listener, *, client: dict[str, Any], client_id: str
+        self,
+        topic: str,
+        listener: Listener,
+        *,
+        client: dict[str, Any],
+        client_id: str,
+        on_demand: bool = False,
+        release_grace_seconds: float = RELEASE_GRACE_SECONDS,
     ) -> None:
         self.topic = topic
         self._listener = listener
         self._client = client
         self._client_id = client_id
+        self._on_demand = on_demand
+        self._release_grace = release_grace_seconds
         self._consumer: AIOKafkaConsumer | None = None
         self._loop: asyncio.Task[None] | None = None
+        self._users = 0
+        self._listening = not on_demand
+        self._resuming: asyncio.Future[None] | None = None
+        self._pausing: asyncio.TimerHandle | None = None
+
+    @property
+    def listening(self) -> bool:
+        """Fetching (positions fixed at or after the last ``want``)."""
+        return self._listening
+
+    async def want(self) -> None:
+        """One more user: from the return on, what is published is heard."""
+        self._users += 1
+        if self._pausing is not None:
+            self._pausing.cancel()
+            self._pausing = None
+        if self._listening:
+            return
+        if self._resuming is None:
+            self._resuming = asyncio.ensure_future(self._resume())
+        resuming = self._resuming
+        try:
+            # Shielded: a user that leaves while it waits must not cancel the others' resume.
+            await asyncio.shield(resuming)
+        except BaseException:
+            self.release()
+            raise
+
+    def release(self) -> None:
+        """One user fewer; the last one's leaving pauses fetching after the grace."""
+        self._users = max(0, self._users - 1)
+        if self._users or not self._on_demand or self._pausing is not None:
+            return
+        self._pausing = asyncio.get_running_loop().call_later(self._release_grace, self._pause)
+
+    def _pause(self) -> None:
+        self._pausing = None
+        consumer = self._consumer
+        if self._users or consumer is None or self._resuming is not None:
+            return
+        consumer.pause(*consumer.assignment())
+        self._listening = False
+
+    async def _resume(self) -> None:
+        consumer = self._kafka()
+        try:
+            partitions = consumer.assignment()
+            # What was published while paused is nobody's: start at the ends again, and wait
+            # until every position is fixed there.
+            async with asyncio.timeout(START_TIMEOUT_SECONDS):
+                await consumer.seek_to_end(*partitions)
+                await self._fix_positions(consumer)
+            consumer.resume(*partitions)
+            self._listening = True
+        finally:
+            self._resuming = None
+
+    def _kafka(self) -> AIOKafkaConsumer:
+        if self._consumer is None:
+            raise RuntimeError(f"the listener of {self.topic!r} is not started")
+        return self._consumer
 
     async def start(self) -> None:
         """Connect, take every partition of the topic and fix each one's position at its end;
@@ -75,8 +153,11 @@ class KafkaListener:
         consumer.subscribe([self.topic])
         try:
             await consumer.start()
-            async with asyncio.timeout(START_TIMEOUT_SECONDS):
-                await self._fix_positions(consumer)
+            if self._on_demand:
+                consumer.pause(*consumer.assignment())
+            else:
+                async with asyncio.timeout(START_TIMEOUT_SECONDS):
+                    await self._fix_positions(consumer)
         except BaseException:
             await consumer.stop()  # whatever it opened before it failed
             raise
@@ -101,6 +182,9 @@ class KafkaListener:
         """Stop hearing and close the client; returns within ``STOP_TIMEOUT_SECONDS``."""
         consumer, loop = self._consumer, self._loop
         self._consumer = self._loop = None
+        if self._pausing is not None:
+            self._pausing.cancel()
+            self._pausing = None
         if consumer is None:
             return
         try:

@@ -137,9 +137,15 @@ def create_app(
     activity = settings.topics.activity
     listener = None
     if listeners is None:
+        # On demand: a gateway process with no stream open fetches nothing of the topic.
         listener = KafkaListener(
-            activity, feed.heard, client=client_options(settings), client_id=SERVICE
+            activity,
+            feed.heard,
+            client=client_options(settings),
+            client_id=SERVICE,
+            on_demand=True,
         )
+        feed.demand = listener
     else:
         listeners.add_listener(activity, feed.heard)
     # The gateway's view of the keys: the development key is refused outside development.
@@ -162,7 +168,7 @@ def create_app(
         if broker is not None:
             await broker.start()
         if listener is not None:
-            # Before the first request: a stream must hear what is published after it opens.
+            # Connected and assigned before the first request; it fetches once a stream opens.
             await listener.start()
         if health is not None:
             await health.start()

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
+from typing import Protocol
 
 import structlog
 
@@ -92,11 +93,21 @@ class Watch:
         return taken
 
 
-class ExecutionFeed:
-    """The watches of one gateway process; ``heard`` is its bus listener."""
+class Demand(Protocol):
+    """A listener that fetches only while it is wanted (shared/kafka_listener.py)."""
 
-    def __init__(self, capacity: int = WATCH_CAPACITY) -> None:
+    async def want(self) -> None: ...
+
+    def release(self) -> None: ...
+
+
+class ExecutionFeed:
+    """The watches of one gateway process; ``heard`` is its bus listener. With a ``demand``, the
+    listener fetches only while some stream is open here (``listening``)."""
+
+    def __init__(self, capacity: int = WATCH_CAPACITY, demand: Demand | None = None) -> None:
         self._capacity = capacity
+        self.demand = demand
         self._by_execution: dict[str, set[Watch]] = {}
         self._by_project: dict[str, set[Watch]] = {}
         """Workspace watches, by project: what a change's header names."""
@@ -116,6 +127,20 @@ class ExecutionFeed:
         """Watch the changes of every execution of a workspace (no progress)."""
         watch = Watch(project_id, self._capacity, workspace_id=workspace_id)
         return _registered(self._by_project, project_id, watch)
+
+    @asynccontextmanager
+    async def listening(self) -> AsyncIterator[None]:
+        """While a stream is open: from the entry on, what is published is heard (enter it
+        after registering the watch and before reading the store)."""
+        demand = self.demand
+        if demand is None:
+            yield
+            return
+        await demand.want()
+        try:
+            yield
+        finally:
+            demand.release()
 
     def heard(self, delivery: Delivery) -> None:
         # Decided on the key and a header, before decoding: most messages concern nobody here.

@@ -13,14 +13,15 @@ came after it.
 Pushed, not polled: a stream reads the store once, when it opens (or reopens with
 ``Last-Event-ID``), and from then on is fed by the ``execution.activity`` messages the gateway
 hears (services/gateway/feed.py): each change carries the whole audit trail and the execution's
-view, each progress batch its entries. An idle stream costs a timer, not queries. The store is
+view, each progress batch its entries. An idle stream costs no query and no wake-up. The store is
 read again only when a change's view was too big to carry (shared/activity.py).
 
 A stream is bounded three ways: it closes within ``key_check_seconds`` of its key being revoked
 (``KeyGuard``: one timer and one key read per interval per process, however many streams the key
-has open, so an idle stream is never woken for it); one key may hold at most ``max_per_key`` streams open on one gateway process (429
-beyond); and a stream lives at most ``max_seconds``, after which the client reconnects with
-``Last-Event-ID`` (browsers do on their own) and continues exactly where it stopped.
+has open, so an idle stream is never woken for it); one key may hold at most ``max_per_key``
+streams open on one gateway process (429 beyond); and a stream lives at most ``max_seconds``,
+after which the client reconnects with ``Last-Event-ID`` (browsers do on their own) and
+continues exactly where it stopped.
 """
 
 from __future__ import annotations
@@ -283,7 +284,8 @@ def build_stream_router(
         key: ApiKey = reader,
     ) -> AsyncIterator[Watch]:
         with feed.watch(project_id, execution_id) as watch, guard.guarding(key, watch):
-            yield watch
+            async with feed.listening():
+                yield watch
 
     async def watched(
         project_id: Identifier,
@@ -408,7 +410,8 @@ def build_stream_router(
         key: ApiKey = reader,
     ) -> AsyncIterator[Watch]:
         with feed.watch_workspace(project_id, workspace_id) as watch, guard.guarding(key, watch):
-            yield watch
+            async with feed.listening():
+                yield watch
 
     @router.get(
         "/api/v1/projects/{project_id}/changes",
