@@ -13,6 +13,8 @@ import socket
 import subprocess
 import sys
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
@@ -107,6 +109,17 @@ class Cluster:
                 stderr=subprocess.STDOUT,
             )
             self.processes[service].append(process)
+
+    @asynccontextmanager
+    async def serving(self) -> AsyncIterator[Cluster]:
+        """Topics created, every service started and ready; all stopped on the way out."""
+        self.create_topics()
+        self.start()
+        try:
+            await self.wait_ready()
+            yield self
+        finally:
+            self.stop()
 
     def restart_dead(self) -> list[str]:
         """Start again every process that exited, as Kubernetes restarts a container: in the same

@@ -38,13 +38,8 @@ async def cluster(
     running = Cluster(
         kafka=kafka_bootstrap, mongodb=mongodb_uri, workdir=tmp_path_factory.mktemp("cluster")
     )
-    running.create_topics()
-    running.start()
-    try:
-        await running.wait_ready()
+    async with running.serving():
         yield running
-    finally:
-        running.stop()
 
 
 @pytest.fixture

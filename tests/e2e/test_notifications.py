@@ -151,13 +151,8 @@ action_links = true
         "INTERLOCK_ACTION_LINK_SECRET": "e2e-action-link-secret-0123456789",
     }
     cluster.env["INTERLOCK_PUBLIC_URL"] = cluster.base_url
-    cluster.create_topics()
-    cluster.start()
-    try:
-        await cluster.wait_ready()
+    async with cluster.serving():
         yield cluster
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture

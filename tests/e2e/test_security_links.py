@@ -115,13 +115,8 @@ action_links = true
         "INTERLOCK_ACTION_LINK_SECRET": LINK_SECRET,
     }
     cluster.env["INTERLOCK_PUBLIC_URL"] = cluster.base_url
-    cluster.create_topics()
-    cluster.start()
-    try:
-        await cluster.wait_ready()
+    async with cluster.serving():
         yield cluster
-    finally:
-        cluster.stop()
 
 
 class Person:

@@ -10,51 +10,30 @@ this gateway, so everything the gateway reads in the window would be the stream'
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 from aiokafka import AIOKafkaProducer
-from httpx_sse import ServerSentEvent, aconnect_sse
+from httpx_sse import aconnect_sse
 
 from bench.commands import Counts, diff, settle
 from shared.events import DecisionSubmitted
 from tests.e2e.cluster import Cluster
+from tests.stream_events import read_until, statuses
 
 pytestmark = pytest.mark.e2e
 
 PROJECT, WORKSPACE = "proj-push", "ws-push"
 EXECUTION_COLLECTIONS = {"executions", "execution_versions", "execution_progress"}
-Event = tuple[str, str, dict[str, Any]]
 
 
 @pytest.fixture
 async def pushed(kafka_bootstrap: str, mongodb_uri: str, tmp_path: Path) -> AsyncIterator[Cluster]:
     cluster = Cluster(kafka=kafka_bootstrap, mongodb=mongodb_uri, workdir=tmp_path)
-    cluster.create_topics()
-    cluster.start()
-    try:
-        await cluster.wait_ready()
+    async with cluster.serving():
         yield cluster
-    finally:
-        cluster.stop()
-
-
-async def read_until(events: AsyncIterator[ServerSentEvent], last: str) -> list[Event]:
-    seen = []
-    async for event in events:
-        if event.data:
-            seen.append((event.event, event.id, json.loads(event.data)))
-        if event.event == last:
-            break
-    return seen
-
-
-def statuses(events: list[Event]) -> list[str]:
-    return [data["to_status"] for kind, _, data in events if kind == "status"]
 
 
 async def execution_reads(cluster: Cluster, http: httpx.AsyncClient) -> Counts:

@@ -31,13 +31,8 @@ async def traced(kafka_bootstrap: str, mongodb_uri: str, tmp_path: Path) -> Asyn
             "OTEL_BSP_SCHEDULE_DELAY": "200",  # export within moments, not every 5 s
         }
     )
-    cluster.create_topics()
-    cluster.start()
-    try:
-        await cluster.wait_ready()
+    async with cluster.serving():
         yield cluster
-    finally:
-        cluster.stop()
 
 
 def exported_spans(cluster: Cluster) -> list[dict[str, Any]]:

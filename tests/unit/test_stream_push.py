@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
-from httpx_sse import ServerSentEvent, aconnect_sse
+from httpx_sse import aconnect_sse
 from pymongo.errors import ServerSelectionTimeoutError
 from structlog.testing import capture_logs
 
@@ -39,12 +39,11 @@ from shared.store.progress import ProgressEntry
 from tests.counting_store import CountingStore
 from tests.factories import decision, suspended
 from tests.live_gateway import served
+from tests.stream_events import Event, read_until, statuses
 from tests.unit.inprocess import World
 
 OPENING_READS = {"executions.get": 1, "progress.after": 1}
 """What a stream costs the store: the execution and its progress, once, when it opens."""
-
-Event = tuple[str, str, dict[str, Any]]
 
 
 @asynccontextmanager
@@ -72,22 +71,6 @@ async def live_gateway(
         served(http) as live,
     ):
         yield live, counting
-
-
-async def read_until(events: AsyncIterator[ServerSentEvent], last: str) -> list[Event]:
-    """Events up to and including the first ``last`` one. Keep ``events`` referenced while the
-    stream should stay open: httpx closes the connection once the iterator is collected."""
-    seen = []
-    async for event in events:
-        if event.data:
-            seen.append((event.event, event.id, json.loads(event.data)))
-        if event.event == last:
-            break
-    return seen
-
-
-def statuses(events: list[Event]) -> list[str]:
-    return [data["to_status"] for kind, _, data in events if kind == "status"]
 
 
 def nodes(events: list[Event]) -> list[str]:
