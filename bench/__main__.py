@@ -19,6 +19,7 @@ from bench.run import (
     measure_concurrency,
     measure_history,
     measure_idle_streams,
+    measure_latency,
     scratch,
     write,
 )
@@ -67,6 +68,15 @@ def main() -> None:
         action="store_true",
         help="only figures 9 and 10 (executions in flight per sandbox replica, memory under a"
         " backlog) at the mode's sizes; JSON to --out or bench/results/concurrency/, the page"
+        " untouched",
+    )
+    parser.add_argument(
+        "--latency-only",
+        type=float,
+        nargs="+",
+        metavar="RATE",
+        help="only figure 2 (latency), separate processes with 1 sandbox, at each RATE arrivals"
+        " a second; p50 / p99 printed, JSON to --out or bench/results/latency/, the page"
         " untouched",
     )
     parser.add_argument(
@@ -119,6 +129,18 @@ def main() -> None:
         path.write_text(json.dumps(result["summary"], indent=2, sort_keys=True) + "\n")
         (out / f"concurrency-{mode.name}.raw.json").write_text(json.dumps(result["raw"]) + "\n")
         log(f"wrote {path} (and its .raw.json)")
+        return
+    if args.latency_only:
+        figure = asyncio.run(
+            measure_latency(mode, args.latency_only, kafka=kafka, mongodb=mongodb, workdir=workdir)
+        )
+        path = (args.out or REPO / "bench" / "results" / "latency") / f"latency-{mode.name}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(figure, indent=2, sort_keys=True) + "\n")
+        for rate, lat in figure["latency"].items():
+            row = {k: (v.get("p50_ms"), v.get("p99_ms")) for k, v in lat["median"].items()}
+            print(f"{rate}/s p50, p99 ms: {row}")
+        log(f"wrote {path}")
         return
     if args.idle_streams_only is not None:
         sizes = idle_streams.sizes_for(

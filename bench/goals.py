@@ -144,7 +144,38 @@ def _hot_path_targets(figures: dict[str, Any]) -> list[dict[str, Any]]:
     one, three = _get(throughput, "1", "per_second"), _get(throughput, "3", "per_second")
     embedded = figures.get("embedded") or {}
     dbos = _get(figures, "peers", "dbos-sqlite") or {}
+    low = _get(dist, "latency_low", "median") or {}
+    half = _get(dist, "latency", "median", "decision_to_next_step") or {}
+    low_resume = low.get("decision_to_next_step") or {}
     return [
+        _target(
+            "decision -> next step p50 at 10% of saturation",
+            "<= 15 ms",
+            low_resume.get("p50_ms"),
+            15,
+            False,
+        ),
+        _target(
+            "decision -> next step p99 at 10% of saturation",
+            "<= 60 ms",
+            low_resume.get("p99_ms"),
+            60,
+            False,
+        ),
+        _target(
+            "invoke -> suspended p50 at 10% of saturation",
+            "<= 40 ms",
+            _get(low, "invoke_to_suspended", "p50_ms"),
+            40,
+            False,
+        ),
+        _target(
+            "decision -> next step p50 at 50% of saturation",
+            "<= 50 ms",
+            half.get("p50_ms"),
+            50,
+            False,
+        ),
         _target(
             "Interlock's own CPU per execution (1 sandbox, saturation)",
             "<= 30 ms",

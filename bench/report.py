@@ -199,6 +199,16 @@ def _latency(s: dict[str, Any]) -> list[str]:
     lines += _latency_rows("Interlock embedded", f.get("embedded", {}).get("latency"))
     for kind, p in (f.get("peers") or {}).items():
         lines += _latency_rows(f"peer: {kind}", p.get("latency"))
+    low = f["distributed"].get("latency_low")
+    if low:
+        lines += [
+            "",
+            "At 10% of saturation (the same measures; an execution waits for nothing but its own"
+            " round trips):",
+            "",
+            *lines[4:6],
+            *_latency_rows("Interlock, separate processes", low),
+        ]
     return [*lines, ""]
 
 

@@ -33,6 +33,11 @@ on this machine)."""
 STORE_LABEL = "INTERLOCK_BENCH_STORE_LABEL"
 
 
+LOW_LOAD = 0.1
+"""The low-load latency figure's arrivals, as a fraction of the 1-sandbox saturated rate: the
+latency of an execution that waits for nothing but its own round trips."""
+
+
 def log(message: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
 
@@ -80,6 +85,11 @@ async def _distributed(
                 out["latency_rate"] = rate = saturated / 2
                 log(f"figure 2: latency at {rate:.2f}/s (half of {saturated:.2f}/s)")
                 out["latency"] = await figures.latency(target, mode, rate, infra, raw, "dist")
+                out["latency_low_rate"] = low = saturated * LOW_LOAD
+                log(f"figure 2: latency at {low:.2f}/s ({LOW_LOAD:.0%} of {saturated:.2f}/s)")
+                out["latency_low"] = await figures.latency(
+                    target, mode, low, infra, raw, "dist-low"
+                )
                 if mode.profile_seconds > 0:
                     out["profile"] = await _profile(target, mode, workdir, saturated)
                 log(f"figure 3: replay with {mode.replay_steps} cached steps")
@@ -292,6 +302,37 @@ async def measure_idle_streams(
         "idle_streams": await _idle_streams(mode, kafka, mongodb, workdir / "streams", sizes),
         "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
     }
+
+
+async def measure_latency(
+    mode: Mode, rates: list[float], *, kafka: str, mongodb: str, workdir: Path
+) -> dict[str, Any]:
+    """Figure 2 alone at the given arrival rates (``python -m bench --latency-only R [R...]``),
+    separate processes with 1 sandbox: the quick loop for work on the latency path."""
+    infra = infra_pids(REPO / ".infra", mongodb)
+    target = Distributed(
+        kafka=kafka, mongodb=mongodb, workdir=workdir / "latency", partitions=PARTITIONS
+    )
+    await asyncio.to_thread((workdir / "latency").mkdir, parents=True, exist_ok=True)
+    raw: list[Any] = []
+    out: dict[str, Any] = {
+        "mode": mode.name,
+        "machine": machine.describe(REPO / ".infra"),
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "latency": {},
+    }
+    try:
+        await target.start(sandboxes=1)
+        await _warm_up(target)
+        for rate in rates:
+            log(f"figure 2: latency at {rate:g}/s")
+            out["latency"][f"{rate:g}"] = await figures.latency(
+                target, mode, rate, infra, raw, f"latency-{rate:g}"
+            )
+    finally:
+        target.stop()
+        await target.drop()
+    return out
 
 
 async def measure(mode: Mode, *, kafka: str, mongodb: str, workdir: Path) -> dict[str, Any]:

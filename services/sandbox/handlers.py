@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import structlog
 
 from services.sandbox.runner import (
     AgentRunner,
+    Attempt,
     Completed,
     Failed,
     Refused,
+    RunOutcome,
     Suspended,
 )
 from services.sandbox.suspension import review_view
@@ -79,31 +82,57 @@ class Sandbox:
             custom_headers_unreadable=headers.unreadable,
             **common,
         )
-        await self._publisher.publish(started, self._topics.reported, key=command.execution_id)
-
+        # Not waited for before the run: its acknowledgement is awaited before any other report,
+        # so it still comes first and a failed send still fails the delivery (which is handled
+        # again), but the run does not wait a broker round trip to begin.
+        started_sent = asyncio.ensure_future(
+            self._publisher.publish(started, self._topics.reported, key=command.execution_id)
+        )
         try:
-            # A resume is a trace of its own (it began at the reviewer's request, maybe days
-            # later); its run links back to the trace that created the execution.
-            with tracing.span(
-                f"run {command.agent}",
-                attributes={
-                    "interlock.execution_id": command.execution_id,
-                    "interlock.agent": command.agent,
-                    "interlock.dispatch": command.kind.value,
-                    "interlock.epoch": command.epoch,
-                },
-                links=tracing.link_to(execution.trace_context, "execution.origin"),
-            ) as run_span:
-                outcome, attempt = await self._runner.run(command, headers.headers)
-                run_span.set_attribute("interlock.outcome", type(outcome).__name__)
-            fault_point("sandbox.before_report")
-            if attempt is not None:
-                # Always read: a newer attempt may have begun while this one ran.
-                await self._runner.ensure_current(attempt)
+            outcome, attempt = await self._run(command, headers.headers, execution.trace_context)
         except Fenced as exc:
             # A newer attempt (another replica) owns this run now; it reports, we must not.
             log.warning("dispatch.fenced", reason=str(exc))
             return
+        finally:
+            await started_sent
+        await self._report_outcome(command, common, outcome)
+        log.info(
+            "dispatch.ran",
+            kind=command.kind.value,
+            epoch=command.epoch,
+            attempt=attempt.number if attempt else None,
+            outcome=type(outcome).__name__,
+        )
+
+    async def _run(
+        self, command: ExecutionDispatched, headers: dict[str, str], origin: Any
+    ) -> tuple[RunOutcome, Attempt | None]:
+        """The run, and the fence check after it; raises ``Fenced`` when a newer attempt took
+        it over."""
+        # A resume is a trace of its own (it began at the reviewer's request, maybe days
+        # later); its run links back to the trace that created the execution.
+        with tracing.span(
+            f"run {command.agent}",
+            attributes={
+                "interlock.execution_id": command.execution_id,
+                "interlock.agent": command.agent,
+                "interlock.dispatch": command.kind.value,
+                "interlock.epoch": command.epoch,
+            },
+            links=tracing.link_to(origin, "execution.origin"),
+        ) as run_span:
+            outcome, attempt = await self._runner.run(command, headers)
+            run_span.set_attribute("interlock.outcome", type(outcome).__name__)
+        fault_point("sandbox.before_report")
+        if attempt is not None:
+            # Always read: a newer attempt may have begun while this one ran.
+            await self._runner.ensure_current(attempt)
+        return outcome, attempt
+
+    async def _report_outcome(
+        self, command: ExecutionDispatched, common: dict[str, Any], outcome: RunOutcome
+    ) -> None:
         match outcome:
             case Suspended(
                 interrupts=interrupts, agent_fingerprint=fingerprint, reviews=reviews, tools=tools
@@ -133,13 +162,6 @@ class Sandbox:
             case Refused(message=message):
                 failure = ExecutionFailure(error_type="AgentVersionChanged", message=message)
                 await self._report(command, ReportOutcome.REFUSED, common, error=failure)
-        log.info(
-            "dispatch.ran",
-            kind=command.kind.value,
-            epoch=command.epoch,
-            attempt=attempt.number if attempt else None,
-            outcome=type(outcome).__name__,
-        )
 
     async def _report(
         self,

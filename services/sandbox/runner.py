@@ -254,22 +254,25 @@ class AgentRunner:
             },
             "callbacks": [GraphSpans(otel_context.get_current())],
         }
-        number = None
         if dispatch.kind is DispatchKind.START and dispatch.epoch == 1:
             # The first attempt of an execution's first run is the only writer its thread has
             # had: there is no checkpoint to read.
             number = await self._begin(dispatch)
             if number == 1:
                 known_to_be_new(dispatch.execution_id)
-        snapshot = await agent.graph.aget_state(config)
+            snapshot = await agent.graph.aget_state(config)
+        else:
+            # The attempt is numbered while the checkpoint is read (two round trips at once,
+            # not one after the other). When the checkpoint shows nothing left to run (a
+            # redelivered dispatch), the attempt goes unused: a newer number only fences the
+            # attempts of this epoch, and the one that ran it has finished its checkpoint.
+            number, snapshot = await asyncio.gather(
+                self._begin(dispatch), agent.graph.aget_state(config)
+            )
         payload = self._next_input(dispatch, snapshot, agent)
         if isinstance(payload, Suspended | Completed | Failed | Refused):
             return payload, None
-        attempt = Attempt(
-            dispatch.execution_id,
-            dispatch.epoch,
-            number if number is not None else await self._begin(dispatch),
-        )
+        attempt = Attempt(dispatch.execution_id, dispatch.epoch, number)
 
         async def fence() -> None:
             await self.ensure_current(attempt, within=FENCE_RECHECK_SECONDS)

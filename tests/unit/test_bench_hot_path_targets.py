@@ -17,7 +17,14 @@ FIGURES: dict[str, Any] = {
         "throughput": {
             "1": {"per_second": 20.0, "cpu_ms_per_execution": 45.0},
             "3": {"per_second": 25.0},
-        }
+        },
+        "latency": {"median": {"decision_to_next_step": {"p50_ms": 45.0}}},
+        "latency_low": {
+            "median": {
+                "decision_to_next_step": {"p50_ms": 30.0, "p99_ms": 50.0},
+                "invoke_to_suspended": {"p50_ms": 60.0},
+            }
+        },
     },
     "embedded": {
         "throughput": {"per_second": 10.0},
@@ -44,11 +51,26 @@ def test_each_target_is_met_or_missed_by_what_it_measures() -> None:
     assert (latency["measured"], latency["met"]) == (0.8, True)
 
 
+def test_latency_targets_read_the_load_they_name() -> None:
+    targets = by_name(FIGURES)
+    low_p50 = targets["decision -> next step p50 at 10% of saturation"]
+    assert (low_p50["measured"], low_p50["met"], low_p50["off_by"]) == (30.0, False, 2.0)
+    low_p99 = targets["decision -> next step p99 at 10% of saturation"]
+    assert (low_p99["measured"], low_p99["met"]) == (50.0, True)
+    invoke = targets["invoke -> suspended p50 at 10% of saturation"]
+    assert (invoke["measured"], invoke["met"], invoke["off_by"]) == (60.0, False, 1.5)
+    half = targets["decision -> next step p50 at 50% of saturation"]
+    assert (half["measured"], half["met"]) == (45.0, True)
+
+
 def test_a_target_whose_figure_is_missing_is_not_measured() -> None:
     targets = by_name({"distributed": {"throughput": {"1": {"per_second": 20.0}}}})
     for name in (
         "Interlock's own CPU per execution (1 sandbox, saturation)",
         "3 sandboxes vs 1 (throughput)",
         "embedded throughput vs DBOS on SQLite (same run)",
+        "decision -> next step p50 at 10% of saturation",
+        "invoke -> suspended p50 at 10% of saturation",
+        "decision -> next step p50 at 50% of saturation",
     ):
         assert targets[name]["measured"] is None and targets[name]["met"] is None
