@@ -116,6 +116,7 @@ class Distributed:
             await client.drop_database(self.cluster.database)
         finally:
             await client.close()
+        await self.cluster.delete_topics()
 
 
 async def mongo_storage(uri: str, database: str) -> dict[str, Any]:
