@@ -82,6 +82,7 @@ async def measure(label: str, out: Path, rate: float, count: int, seconds: float
     return {
         "label": label,
         "executions": done,
+        "failures": run.failures()[:20],
         "seconds": round(elapsed, 1),
         "per_second": round(done / elapsed, 2),
         "cpu_ms_per_execution": cpu_ms,
