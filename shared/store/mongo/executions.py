@@ -4,7 +4,6 @@ sweeps' and the pending-reviews list's, ``markers.py``), and decision claims."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any
@@ -176,10 +175,8 @@ class MongoExecutionStore:
             await self._versions.insert_one(document)
         except DuplicateKeyError:
             return None
-        # Both after the compare-and-set, so at once: the version log is what readers (the
-        # markers' included) trust; the head is its cache, and a marker that goes before its
-        # head is written describes a version that is already the newest.
-        await asyncio.gather(self._write_head(document), self._markers.after_write(current, stored))
+        await self._write_head(document)
+        await self._markers.after_write(current, stored)
         if stored.status.is_terminal:
             await self._prune(stored)
         return stored
