@@ -124,7 +124,6 @@ class KafkaListener:
             # What was published while paused is nobody's: start at the ends again, and wait
             # until every position is fixed there.
             async with asyncio.timeout(START_TIMEOUT_SECONDS):
-                await consumer.seek_to_end(*partitions)
                 await self._fix_positions(consumer)
             consumer.resume(*partitions)
             self._listening = True
@@ -172,11 +171,16 @@ class KafkaListener:
         partitions: set[TopicPartition] = consumer.assignment()
         if not partitions:
             raise RuntimeError(f"no partitions of {self.topic!r} assigned to its listener")
-        for partition in partitions:
-            # Waits for the fetcher to resolve "latest" into an offset (it asks the partitions'
-            # leaders, one ListOffsets request per broker, retrying while a new topic's leaders
-            # are being elected): the first message fetched is the one at that offset.
-            await consumer.position(partition)
+        # The ends asked for now (one ListOffsets request per broker, retried while a new
+        # topic's leaders are being elected), then each position set to its end: the first
+        # message fetched is the one at that offset. Not ``seek_to_end``: that asks the fetcher
+        # for a reset, and a reset still in flight from before (the one ``start`` began, slow
+        # while leaders are elected) can land after it and set the older, lower offset, so
+        # what was published while nobody listened would be heard (seen on a new topic).
+        # ``seek`` ends any reset: a late one is then ignored.
+        ends = await consumer.end_offsets(list(partitions))
+        for partition, offset in ends.items():
+            consumer.seek(partition, offset)
 
     async def stop(self) -> None:
         """Stop hearing and close the client; returns within ``STOP_TIMEOUT_SECONDS``."""

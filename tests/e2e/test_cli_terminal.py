@@ -131,6 +131,13 @@ class Terminal:
         return rest, int(self.child.exitstatus)
 
 
+def as_in_a_terminal() -> None:
+    """Ctrl-C interrupts, as in a terminal's foreground job, whatever the test runner inherited:
+    a runner started in the background of a non-interactive shell ignores SIGINT, its children
+    inherit that, and Python then never raises ``KeyboardInterrupt`` (seen in a CI run)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @dataclass
 class Reviewer:
     """An owner of PROJECT working in a workspace of their own, with the CLI configured by the
@@ -151,6 +158,7 @@ class Reviewer:
             encoding="utf-8",
             dimensions=(ROWS, COLUMNS),
             timeout=WAIT,
+            preexec_fn=as_in_a_terminal,
         )
         try:
             yield Terminal(child)
