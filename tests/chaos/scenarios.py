@@ -11,6 +11,7 @@ import random
 import signal
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
@@ -375,6 +376,15 @@ broker and its consumers' rejoin take well under one)."""
 SEED_SETTING = "INTERLOCK_CHAOS_SEED"
 
 
+def start_soak_load(ctx: Context, rate: float, *, minutes: float) -> None:
+    """``rate`` executions a second for ``minutes``, each driven until the soak's settling ends."""
+    ctx.workload.start(
+        int(minutes * 60 * rate),
+        spacing=1 / rate,
+        deadline_seconds=minutes * 60 + SOAK_SETTLE.seconds,
+    )
+
+
 async def gateway_restarts_then_broker_down(ctx: Context, every: float = 20) -> None:
     """The sequence of faults after which a soak's gateway stopped answering (seed 1250780383,
     docs/reliability.md): under load, the gateway SIGKILLed three times 20 s apart, the broker
@@ -382,12 +392,7 @@ async def gateway_restarts_then_broker_down(ctx: Context, every: float = 20) -> 
     a minute after, and every request must still get an answer."""
     rate, why = soak_rate()
     ctx.notes.append(f"{rate:.2f} executions/s ({why})")
-    minutes = 3.5
-    ctx.workload.start(
-        int(minutes * 60 * rate),
-        spacing=1 / rate,
-        deadline_seconds=minutes * 60 + SOAK_SETTLE.seconds,
-    )
+    start_soak_load(ctx, rate, minutes=3.5)
     for _ in range(3):
         await asyncio.sleep(every)
         ctx.faults += kill(ctx.cluster, "gateway", 0)
@@ -412,11 +417,7 @@ async def soak(ctx: Context, minutes: float = 10, every: float = 20) -> None:
     rate, why = soak_rate()
     ctx.notes.append(f"seed {seed}; {rate:.2f} executions/s ({why})")
     end = time.monotonic() + minutes * 60
-    ctx.workload.start(
-        int(minutes * 60 * rate),
-        spacing=1 / rate,
-        deadline_seconds=minutes * 60 + SOAK_SETTLE.seconds,
-    )
+    start_soak_load(ctx, rate, minutes=minutes)
     faults = [*SERVICES, *(("kafka", "ferretdb") if ctx.infra is not None else ())]
     while time.monotonic() < end:
         await asyncio.sleep(every)
@@ -437,6 +438,14 @@ async def soak(ctx: Context, minutes: float = 10, every: float = 20) -> None:
 
 
 ALL_POINTS = f"{SANDBOX_POINTS[0]}=crash,{SANDBOX_POINTS[1]}=crash,{SANDBOX_POINTS[2]}=crash"
+
+SOAK_LIKE: dict[str, Any] = {
+    "sandboxes": SOAK_SANDBOXES,
+    "private_infra": True,
+    "settle_seconds": SOAK_SETTLE.seconds,
+    "settle_idle_seconds": SOAK_SETTLE.idle_seconds,
+}
+"""The soak's settings, shared by the scenarios that run under its load."""
 
 SCENARIOS: list[Scenario] = [
     Scenario(
@@ -470,22 +479,8 @@ SCENARIOS: list[Scenario] = [
     Scenario("kafka-down-60s", kafka_down, private_infra=True, settle_seconds=400),
     Scenario("ferretdb-sigkill-restart", ferretdb_restart, private_infra=True, settle_seconds=300),
     Scenario("ferretdb-down-30s", ferretdb_down, private_infra=True, settle_seconds=400),
-    Scenario(
-        "gateway-restarts-then-broker-down",
-        gateway_restarts_then_broker_down,
-        sandboxes=SOAK_SANDBOXES,
-        private_infra=True,
-        settle_seconds=SOAK_SETTLE.seconds,
-        settle_idle_seconds=SOAK_SETTLE.idle_seconds,
-    ),
-    Scenario(
-        "soak-10min",
-        soak,
-        sandboxes=SOAK_SANDBOXES,
-        private_infra=True,
-        settle_seconds=SOAK_SETTLE.seconds,
-        settle_idle_seconds=SOAK_SETTLE.idle_seconds,
-    ),
+    Scenario("gateway-restarts-then-broker-down", gateway_restarts_then_broker_down, **SOAK_LIKE),
+    Scenario("soak-10min", soak, **SOAK_LIKE),
 ]
 
 
