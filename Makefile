@@ -10,6 +10,10 @@ INFRA := bash infra/infra.sh
 # A well-known owner key of project "demo", for `make dev` / `make up` only: the gateway refuses
 # it in any environment but development.
 DEV_KEY := ilk_00000000000000de_development-key-not-for-production-use-000
+# A Kafka and a MongoDB given in the environment win over the local ones: then the targets start
+# and stop no infrastructure and the services use those two.
+GIVEN_INFRA := $(and $(INTERLOCK_KAFKA_BOOTSTRAP_SERVERS),$(INTERLOCK_MONGODB_URI))
+USE_INFRA := $(if $(GIVEN_INFRA),true,source .infra/env)
 
 .PHONY: help venv lock infra-up infra-down topics up up-fg down dev test test-unit lint format asyncapi clean bench bench-full chaos
 
@@ -28,36 +32,43 @@ lock: ## Resolve the dependencies afresh and write their exact versions to const
 	@bash scripts/lock.sh
 
 infra-up: ## Start Kafka (KRaft), PostgreSQL and FerretDB on loopback; prints the settings
-	@$(INFRA) up
+	@$(if $(GIVEN_INFRA),echo "using the Kafka and MongoDB given in INTERLOCK_*",$(INFRA) up)
 
 infra-down: ## Stop all three (data and caches kept; `bash infra/infra.sh purge` wipes the data)
-	@$(INFRA) down
+	@$(if $(GIVEN_INFRA),true,$(INFRA) down)
 
 topics: venv infra-up ## Create Interlock's topics on the local broker
-	@source .infra/env && $(BIN)/interlock topics create
+	@$(USE_INFRA) && $(BIN)/interlock topics create
 
 up: topics ## Start the four services in the background against the local infrastructure
 	@mkdir -p .infra/logs/services
 	@if [ -f .infra/services.pid ] && kill -0 $$(cat .infra/services.pid) 2>/dev/null; then \
 	  echo "services already running (pid $$(cat .infra/services.pid))"; \
 	else \
-	  source .infra/env && INTERLOCK_DEV_API_KEY=$(DEV_KEY) nohup $(BIN)/interlock up --log-dir .infra/logs/services > .infra/logs/services/up.log 2>&1 & \
+	  ( $(USE_INFRA) && INTERLOCK_DEV_API_KEY=$(DEV_KEY) exec nohup $(BIN)/interlock up --log-dir .infra/logs/services > .infra/logs/services/up.log 2>&1 ) & \
 	  echo $$! > .infra/services.pid; \
 	  for i in $$(seq 1 120); do grep -q "Interlock is running" .infra/logs/services/up.log 2>/dev/null && break; \
-	    kill -0 $$(cat .infra/services.pid) 2>/dev/null || { cat .infra/logs/services/up.log; exit 1; }; sleep 0.5; done; \
+	    kill -0 $$(cat .infra/services.pid) 2>/dev/null || { cat .infra/logs/services/up.log; rm -f .infra/services.pid; exit 1; }; sleep 0.5; done; \
 	  cat .infra/logs/services/up.log; \
 	fi
 
-down: ## Stop the services started by `make up`, then the infrastructure
-	@if [ -f .infra/services.pid ]; then kill $$(cat .infra/services.pid) 2>/dev/null || true; \
-	  while kill -0 $$(cat .infra/services.pid) 2>/dev/null; do sleep 0.2; done; rm -f .infra/services.pid; fi
-	@$(INFRA) down
+down: ## Stop the services started by `make up` (waits until their port is free), then the infrastructure
+	@if [ -f .infra/services.pid ]; then pid=$$(cat .infra/services.pid); \
+	  kill $$pid 2>/dev/null || true; \
+	  for i in $$(seq 1 150); do kill -0 $$pid 2>/dev/null || break; sleep 0.2; done; \
+	  if kill -0 $$pid 2>/dev/null; then echo "interlock up (pid $$pid) did not stop in 30 s; killing it"; \
+	    pkill -KILL -P $$pid; kill -KILL $$pid; fi; \
+	  rm -f .infra/services.pid; fi
+	@port=$${INTERLOCK_PORT:-8000}; for i in $$(seq 1 150); do \
+	  (exec 3<>/dev/tcp/127.0.0.1/$$port) 2>/dev/null || exit 0; sleep 0.2; done; \
+	  echo "port $$port is still taken after 30 s"; exit 1
+	@$(MAKE) --no-print-directory infra-down
 
 dev: venv ## Run Interlock in one process (SQLite, in-process bus; nothing else needed) and print how to try it
 	@$(BIN)/interlock dev
 
 up-fg: topics ## The four services as separate processes in the foreground, on the local Kafka and FerretDB
-	@source .infra/env && INTERLOCK_DEV_API_KEY=$(DEV_KEY) $(BIN)/interlock up
+	@$(USE_INFRA) && INTERLOCK_DEV_API_KEY=$(DEV_KEY) $(BIN)/interlock up
 
 test: venv ## Install, start the infrastructure, run the whole suite, stop what it started
 	@bash scripts/test.sh

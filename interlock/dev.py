@@ -11,18 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import uvicorn
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from interlock.supervisor import try_it_text
+from interlock.announcement import announcement
+from interlock.effects_sink import EffectsLedger, effects_router
 from services.gateway.app import GatewaySettings, create_app
 from services.notifier.app import NotifierSettings
 from services.notifier.app import register as register_notifier
@@ -51,6 +53,25 @@ class DevSettings(GatewaySettings, SandboxSettings, NotifierSettings, Orchestrat
     data_dir: Path = Path(".interlock/dev")
     embedded: bool = True
     """SQLite and the in-process bus; False: the given Kafka and MongoDB."""
+    # A terminal someone reads: readable lines, and only the ones that need them (every handled
+    # event at info would push the key and URLs off the screen). INTERLOCK_LOG_LEVEL=info or
+    # --log-format json bring back the services' full logs.
+    log_level: Literal["debug", "info", "warning", "error"] = "warning"
+    log_format: Literal["auto", "json", "console"] = "console"
+
+    @property
+    def hosts_effects_sink(self) -> bool:
+        """The sink takes writes without a key: only where nothing is real."""
+        return self.environment == "development"
+
+    @property
+    def loopback_url(self) -> str:
+        """Where this process reaches its own gateway (a wildcard address is not one)."""
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
+        return f"http://{host}:{self.port}"
+
+
+LOG_HINT = "Logging warnings only (INTERLOCK_LOG_LEVEL=info shows every event)."
 
 
 @dataclass
@@ -116,7 +137,14 @@ async def serve(settings: DevSettings) -> None:
         app = create_app(
             settings, store=wiring.store, publisher=wiring.publisher, listeners=wiring.bus
         )
+        if settings.hosts_effects_sink:
+            settings.data_dir.mkdir(parents=True, exist_ok=True)
+            ledger = EffectsLedger(settings.data_dir / "effects.sqlite")
+            app.include_router(effects_router(ledger))
+            # Read by the agents (outreach) at each call: set before any of them runs.
+            os.environ.setdefault("INTERLOCK_EFFECTS_URL", f"{settings.loopback_url}/dev")
         base_url = f"http://{settings.host}:{settings.port}"
+        quiet = settings.log_level in ("warning", "error") and settings.log_format != "json"
         server = AnnouncingServer(
             # The app, not uvicorn, decides whose X-Forwarded-For to trust (trusted_proxies).
             uvicorn.Config(
@@ -126,7 +154,12 @@ async def serve(settings: DevSettings) -> None:
                 log_config=None,
                 proxy_headers=False,
             ),
-            announcement=try_it_text(base_url, settings.dev_api_key),
+            announcement=announcement(
+                base_url,
+                settings.dev_api_key,
+                effects_sink=settings.hosts_effects_sink,
+                log_hint=LOG_HINT if quiet else None,
+            ),
         )
         await wiring.bus.start()
         gauges = ExecutionGauges(wiring.store.executions)

@@ -8,7 +8,6 @@ exiting stops the rest so a broken service is never hidden.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -16,6 +15,8 @@ import time
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
+
+from interlock.announcement import announcement
 
 SERVICES = ("orchestrator", "sandbox", "notifier", "gateway")
 READY_TIMEOUT_SECONDS = 60
@@ -48,58 +49,6 @@ def _stop(processes: dict[str, subprocess.Popen[bytes]]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-
-
-def _cli_command() -> str:
-    """How to call ``interlock`` from here: the virtualenv's script when it is not on PATH."""
-    script = Path(sys.executable).with_name("interlock")
-    if not script.exists() or shutil.which("interlock") == str(script):
-        return "interlock"
-    try:
-        return str(script.relative_to(Path.cwd()))
-    except ValueError:
-        return str(script)
-
-
-def try_it_text(base_url: str, key: str | None) -> str:
-    project, workspace = "demo", "default"
-    api = f"{base_url}/api/v1/projects/{project}"
-    auth = f"-H 'Authorization: Bearer {key}'" if key else "-H 'Authorization: Bearer $KEY'"
-    key_line = (
-        f"Development API key (owner of project demo): {key}"
-        if key
-        else "Create a key first: interlock keys create --project demo --role PROJECT_OWNER"
-    )
-    cli_key = key or "$KEY"
-    cli = _cli_command()
-    return f"""
-Interlock is running: gateway {base_url} (OpenAPI docs: {base_url}/docs)
-{key_line}
-
-Review in the browser (sign in with the key above, project {project}, workspace {workspace}):
-  {base_url}/reviews
-
-Or chat with an agent and review it inline in the terminal:
-  INTERLOCK_URL={base_url} INTERLOCK_API_KEY={cli_key} {cli} invoke refund-approval
-
-Start a refund that needs approval:
-  curl -s -X POST {api}/workspaces/{workspace}/invoke {auth} \\
-       -H 'Content-Type: application/json' \\
-       -d '{{"agent": "refund-approval", "message": "Refund claim CLM-4821"}}'
-
-See it suspended (use the execution_id from the answer):
-  curl -s '{api}/executions/EXECUTION_ID?workspace_id={workspace}' {auth}
-
-Approve it:
-  curl -s -X POST '{api}/executions/EXECUTION_ID/resume?workspace_id={workspace}' {auth} \\
-       -H 'Content-Type: application/json' \\
-       -d '{{"decision": "approve", "reviewer_notes": "verified"}}'
-
-Pending reviews:
-  curl -s '{api}/executions?workspace_id={workspace}&status=suspended' {auth}
-
-Press Ctrl-C to stop.
-"""
 
 
 def shared_encryption_keys(environ: Mapping[str, str]) -> dict[str, str]:
@@ -142,7 +91,7 @@ def run(log_dir: Path | None) -> int:
                 env=env,
             )
         _wait_ready(f"{base_url}/readyz", processes)
-        print(try_it_text(base_url, os.environ.get("INTERLOCK_DEV_API_KEY")), flush=True)
+        print(announcement(base_url, os.environ.get("INTERLOCK_DEV_API_KEY")), flush=True)
         while not stopping:
             for name, process in processes.items():
                 if process.poll() is not None:

@@ -18,7 +18,10 @@ from shared import tracing
 def configure_logging(service: str, *, level: str = "info", fmt: str = "auto") -> None:
     use_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
     renderer: structlog.typing.Processor = (
-        structlog.processors.JSONRenderer() if use_json else structlog.dev.ConsoleRenderer()
+        structlog.processors.JSONRenderer()
+        if use_json
+        # Colours only for a terminal: a file or a pipe would get raw escape codes.
+        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
     )
     shared_processors: list[structlog.typing.Processor] = [
         structlog.contextvars.merge_contextvars,

@@ -1,5 +1,6 @@
 """``interlock dev`` as a user runs it: one process, SQLite files, nothing else installed. A
-suspended execution is approved after the process was stopped and started again."""
+suspended execution is approved after the process was stopped and started again, and an agent's
+emails reach the effects sink dev mode hosts once each, across a restart."""
 
 from __future__ import annotations
 
@@ -39,14 +40,23 @@ class Dev:
         self.log = data.parent / "dev.log"
 
     def start(self) -> None:
-        env = {**os.environ, "INTERLOCK_LOG_FORMAT": "json"}
+        env = {
+            **os.environ,
+            "INTERLOCK_LOG_FORMAT": "json",
+            # Run from a folder of its own (as a user's checkout would be), not from this repo.
+            "INTERLOCK_AGENTS_FILE": str(REPO / "agents" / "agents.toml"),
+        }
         self.log.touch()
-        for name in ("INTERLOCK_KAFKA_BOOTSTRAP_SERVERS", "INTERLOCK_MONGODB_URI"):
+        for name in (
+            "INTERLOCK_KAFKA_BOOTSTRAP_SERVERS",
+            "INTERLOCK_MONGODB_URI",
+            "INTERLOCK_EFFECTS_URL",
+        ):
             env.pop(name, None)  # embedded: it must not need them
         env.update(self.extra_env)
         self.process = subprocess.Popen(
             [*DEV_COMMAND, "--port", str(self.port), "--data", str(self.data), *self.extra_args],
-            cwd=REPO,
+            cwd=self.data.parent,
             env=env,
             stdout=self.log.open("ab"),
             stderr=subprocess.STDOUT,
@@ -63,6 +73,15 @@ class Dev:
             self.process.send_signal(signal.SIGINT)
             assert self.process.wait(timeout=30) == 0, self.log.read_text(errors="replace")
         self.process = None
+
+    def approve(self, execution_id: str, notes: str) -> None:
+        resumed = self.call(
+            "POST",
+            f"{API}/executions/{execution_id}/resume",
+            params={"workspace_id": "default"},
+            json={"decision": "approve", "reviewer_notes": notes},
+        )
+        assert resumed.status_code == 202, resumed.text
 
     def call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         headers = {"Authorization": f"Bearer {KEY}"}
@@ -130,13 +149,7 @@ def approve_a_refund_across_a_restart(dev: Dev) -> None:
 
     dev.stop()
     dev.start()
-    resumed = dev.call(
-        "POST",
-        f"{API}/executions/{execution_id}/resume",
-        params={"workspace_id": "default"},
-        json={"decision": "approve", "reviewer_notes": "after a restart"},
-    )
-    assert resumed.status_code == 202, resumed.text
+    dev.approve(execution_id, "after a restart")
     done = dev.wait_for(execution_id, "completed")
     assert done["result"]["outcome"] == "refunded"
     assert done["decisions"][0]["reviewer_notes"] == "after a restart"
@@ -159,3 +172,34 @@ def test_the_same_validation_as_the_distributed_mode(dev: Dev) -> None:
     anonymous = httpx.get(f"{dev.url}{API}/agents", params={"workspace_id": "default"})
     assert anonymous.status_code == 401
     assert dev.call("GET", "/reviews").status_code == 200
+
+
+def test_outreach_emails_reach_the_effects_sink_once_each_across_a_restart(dev: Dev) -> None:
+    """The README's replay demonstration: the email before each review is sent once, although
+    LangGraph runs the interrupted node again from its first line on every resume."""
+    dev.start()
+    invoked = dev.call(
+        "POST",
+        f"{API}/workspaces/default/invoke",
+        json={"agent": "outreach", "message": "Reach out in 2 stages"},
+    )
+    assert invoked.status_code == 202, invoked.text
+    execution_id = invoked.json()["execution_id"]
+    dev.wait_for(execution_id, "suspended")
+    dev.stop()
+    dev.start()
+    dev.approve(execution_id, "stage 2 may go")
+    suspended = dev.wait_for(execution_id, "suspended")
+    assert suspended["suspend_context"]["stage"] == 2, suspended
+    dev.approve(execution_id, "confirm it")
+    done = dev.wait_for(execution_id, "completed")
+    assert len(done["result"]["sent"]) == 3, done
+
+    sink = httpx.get(f"{dev.url}/dev/effects", timeout=30)
+    assert sink.status_code == 200, sink.text
+    calls = sink.json()["calls"]
+    subjects = [call["body"]["subject"] for call in calls]
+    assert subjects == ["Stage 1 of 2", "Stage 2 of 2", "Confirmed"], calls
+    assert all(call["applied"] for call in calls) and sink.json()["applied"] == 3
+    assert len({call["key"] for call in calls}) == 3
+    assert (dev.data / "effects.sqlite").exists()
