@@ -1,11 +1,12 @@
 """A loopback HTTP service that records side effects with their idempotency keys.
 
 ``POST /effects/{kind}`` with an ``Idempotency-Key`` header applies the effect the first time a
-key is seen and only records an attempt after that (as payment and email APIs do).
-``GET /calls`` returns every call; ``POST /reset`` forgets them. Run it as a process:
-``python -m tests.e2e.effects_server PORT [DELAY_MS]``. With a delay, an effect is applied at
-once and answered only after the delay, as a slow remote API's would: a caller that dies
-meanwhile has had its effect applied without knowing it.
+key is seen and only records an attempt after that (as payment and email APIs do): the ledger is
+the dev effects sink's (``interlock/effects_sink.py``), kept in memory. ``GET /calls`` returns
+every call. Run it as a process: ``python -m tests.e2e.effects_server PORT [DELAY_MS]``. With a
+delay, an effect is applied at once and answered only after the delay, as a slow remote API's
+would: a caller that dies meanwhile has had its effect applied without knowing it. (A plain
+threaded server rather than the sink's FastAPI router: a delayed answer holds only its thread.)
 """
 
 from __future__ import annotations
@@ -13,15 +14,13 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-import threading
 import time
-import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-_lock = threading.Lock()
-_calls: list[dict[str, Any]] = []
-_applied: dict[str, str] = {}
+from interlock.effects_sink import EffectsLedger
+
+_ledger = EffectsLedger(":memory:")
 _delay_seconds = 0.0
 
 
@@ -43,18 +42,11 @@ class Handler(BaseHTTPRequestHandler):
         if self.path != "/calls":
             self._reply(404, {"error": "not found"})
             return
-        with _lock:
-            self._reply(200, {"calls": list(_calls)})
+        self._reply(200, _ledger.calls().model_dump(mode="json"))
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length", "0"))
         body = json.loads(self.rfile.read(length) or b"{}")
-        if self.path == "/reset":
-            with _lock:
-                _calls.clear()
-                _applied.clear()
-            self._reply(200, {})
-            return
         if not self.path.startswith("/effects/"):
             self._reply(404, {"error": "not found"})
             return
@@ -62,21 +54,9 @@ class Handler(BaseHTTPRequestHandler):
         if not key:
             self._reply(400, {"error": "Idempotency-Key header required"})
             return
-        with _lock:
-            applied = key not in _applied
-            if applied:
-                _applied[key] = f"msg-{uuid.uuid4().hex[:12]}"
-            _calls.append(
-                {
-                    "kind": self.path.removeprefix("/effects/"),
-                    "key": key,
-                    "body": body,
-                    "applied": applied,
-                }
-            )
-            message_id = _applied[key]
+        answer = _ledger.apply(self.path.removeprefix("/effects/"), key, body)
         time.sleep(_delay_seconds)
-        self._reply(200, {"message_id": message_id, "applied": applied})
+        self._reply(200, answer.model_dump())
 
 
 def main() -> None:
