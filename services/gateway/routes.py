@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter, Body, Depends, Header, Query, Request, status
+from fastapi import APIRouter, Body, Depends, Header, Query, Request, Response, status
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 
 from services.gateway.auth import ANY_ROLE, OWNERS, WRITERS, access
@@ -61,20 +63,47 @@ API = "/api/v1/projects/{project_id}"
 WorkspaceQuery = Annotated[Identifier, Query(description="The workspace the execution belongs to")]
 ProjectPath = Identifier
 
-PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
-    code: {"description": text, "content": {"application/problem+json": {}}}
-    for code, text in {
-        400: "Invalid request",
-        401: "No valid API key (see WWW-Authenticate)",
-        403: "The key's role may not do this, or self-approval is not allowed",
-        404: "Not found",
-        409: "Conflict",
-        413: "Request body too large",
-        422: "Unprocessable request",
-        429: "Rate limited (see Retry-After)",
-        503: "A backing service is unavailable",
-    }.items()
+
+def problem_doc(description: str) -> dict[str, Any]:
+    """An OpenAPI response answered with an RFC 9457 problem document."""
+    return {"description": description, "content": {"application/problem+json": {}}}
+
+
+PROBLEM_DESCRIPTIONS: dict[int | str, str] = {
+    400: "Invalid request: a malformed body, parameter or value (the type names which)",
+    401: "No valid API key (see WWW-Authenticate)",
+    403: "The key's role may not do this, or self-approval is not allowed",
+    404: "Not found",
+    409: "Conflict",
+    413: "Request body too large",
+    429: "Rate limited (see Retry-After)",
+    503: "A backing service is unavailable",
+    # Also keeps FastAPI from documenting a 422 this API never sends (it answers 400).
+    "4XX": "Another client error (415 for a body that is not JSON, 405 for a wrong method)",
 }
+PROBLEM_RESPONSES = {code: problem_doc(text) for code, text in PROBLEM_DESCRIPTIONS.items()}
+
+
+BODY_RESPONSES: dict[int | str, dict[str, Any]] = {
+    415: problem_doc(
+        "The body is not declared JSON: send Content-Type: application/json (or another"
+        " application/*+json type). A body without a Content-Type is refused too."
+    )
+}
+
+EXECUTION = f"{API}/executions/{{execution_id}}"
+
+
+INVOKE_REFUSALS = (
+    "Invalid request. Every refusal of what was sent is a 400, never a 422, and its problem"
+    " type says which: `invalid-json` (malformed JSON), `invalid-utf8` (bytes that are not"
+    " UTF-8), `invalid-request` (a body or parameter against the schema, naming the field),"
+    " `empty-messages` (an empty `messages` list), `blank-message` (a blank `message` or"
+    " message content), `idempotency-key-mismatch` (an `Idempotency-Key` header that differs"
+    " from the body's `idempotency_key`) and `unknown-agent` (an agent this deployment does"
+    " not run; `agents` lists those it does). An unknown agent is a 400 like the rest: like a"
+    " decision outside a review's allowed list, it is a value the client can correct."
+)
 
 
 def _not_found(execution_id: str) -> Problem:
@@ -102,10 +131,84 @@ def _custom_headers(request: Request) -> dict[str, str]:
         ) from exc
 
 
+def is_json_media_type(content_type: str) -> bool:
+    media_type = content_type.partition(";")[0].strip().lower()
+    return media_type == "application/json" or (
+        media_type.startswith("application/") and media_type.endswith("+json")
+    )
+
+
+def body_refusal(content_type: str | None, body: bytes) -> Problem | None:
+    """Why a request body cannot be read as JSON, said before FastAPI parses it (it would
+    answer "Input should be a valid dictionary" and "There was an error parsing the body").
+
+    Only a body is judged: an empty one has no media type to get wrong (the route then says
+    whether it needs one). A body without a Content-Type is refused like any other that is not
+    declared JSON: FastAPI does not parse it as JSON either (a browser may send one cross-site
+    without a CORS preflight), and ``curl -d`` without ``-H`` declares a form, not JSON."""
+    if not body:
+        return None
+    if content_type is None or not is_json_media_type(content_type):
+        sent = f"a body of type {content_type}" if content_type else "a body without a Content-Type"
+        return Problem(
+            415,
+            "unsupported-media-type",
+            "Unsupported media type",
+            f"this route reads JSON, and the request sent {sent}: send it with"
+            " Content-Type: application/json (curl -d needs -H 'Content-Type: application/json')",
+        )
+    encoding = json.detect_encoding(body)
+    try:
+        body.decode(encoding)
+    except UnicodeDecodeError as exc:
+        return Problem(
+            400,
+            "invalid-utf8",
+            "Body is not valid UTF-8",
+            f"the JSON body is not valid {exc.encoding.upper()}: byte 0x{body[exc.start]:02x} at"
+            f" offset {exc.start} ({exc.reason}); JSON is sent as UTF-8 text",
+        )
+    return None
+
+
+class JsonBodyRoute(APIRoute):
+    """A route whose body, when it has one, must be JSON: 415 for another media type and 400
+    (``invalid-utf8``) for bytes that are not text, before FastAPI reads it."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handle = super().get_route_handler()
+        if self.body_field is None:
+            return handle
+
+        async def checked(request: Request) -> Response:
+            # The body is buffered already (services/gateway/limits.py), and Request caches it
+            # for the handler below.
+            refused = body_refusal(request.headers.get("content-type"), await request.body())
+            if refused is not None:
+                raise refused
+            return await handle(request)
+
+        return checked
+
+
+def idempotency_key_of(in_body: str | None, in_header: str | None) -> str | None:
+    """The request's idempotency key, from the body or the ``Idempotency-Key`` header; a 400
+    when both are sent and differ (which would the client mean?)."""
+    if in_body is not None and in_header is not None and in_body != in_header:
+        raise Problem(
+            400,
+            "idempotency-key-mismatch",
+            "Idempotency keys disagree",
+            f"the Idempotency-Key header ({in_header!r}) and the body's idempotency_key"
+            f" ({in_body!r}) differ: send one of them, or the same key in both",
+        )
+    return in_body if in_body is not None else in_header
+
+
 def build_router(
     intake: Intake, registry: AgentRegistry, keys: ApiKeys, cursors: PageCursors
 ) -> APIRouter:
-    router = APIRouter(responses=PROBLEM_RESPONSES)
+    router = APIRouter(responses=PROBLEM_RESPONSES, route_class=JsonBodyRoute)
     # Dependencies as defaults: the annotations are strings here (postponed), and FastAPI
     # cannot resolve names local to this function from a string.
     reader = Depends(access(keys, "reading", ANY_ROLE))
@@ -127,18 +230,23 @@ def build_router(
         status_code=status.HTTP_202_ACCEPTED,
         response_model=InvokeAccepted,
         tags=["executions"],
+        responses={
+            202: {"description": "Accepted: the execution is stored and on its way to the agent"},
+            400: problem_doc(INVOKE_REFUSALS),
+            **BODY_RESPONSES,
+        },
     )
     async def invoke(
         request: Request,
         project_id: ProjectPath,
         workspace_id: Identifier,
         body: InvokeRequest,
-        idempotency_key: Annotated[str | None, Header(max_length=256)] = None,
+        idempotency_key: Annotated[str | None, Header(min_length=1, max_length=256)] = None,
         principal: ApiKey = invoker,
     ) -> InvokeAccepted:
         """Start an execution. The same idempotency key (body field or ``Idempotency-Key``
-        header) returns the same execution."""
-        key = body.idempotency_key or idempotency_key
+        header, the same in both if both are sent) returns the same execution."""
+        key = idempotency_key_of(body.idempotency_key, idempotency_key)
         try:
             execution = await intake.invoke(
                 project_id=project_id,
@@ -152,26 +260,28 @@ def build_router(
             )
         except UnknownAgent as exc:
             raise Problem(
-                422, "unknown-agent", "Unknown agent", str(exc), agents=exc.known
+                400, "unknown-agent", "Unknown agent", str(exc), agents=exc.known
             ) from exc
         except IdempotencyKeyReused as exc:
             raise Problem(
                 409, "idempotency-key-reused", "Idempotency key reused", str(exc)
             ) from exc
         path = f"/api/v1/projects/{project_id}/executions/{execution.execution_id}"
+        scope = f"workspace_id={workspace_id}"
         return InvokeAccepted(
             execution_id=execution.execution_id,
             status=execution.status,
             agent=execution.agent,
             links={
-                "self": f"{path}?workspace_id={workspace_id}",
-                "resume": f"{path}/resume?workspace_id={workspace_id}",
+                "self": f"{path}?{scope}",
+                "resume": f"{path}/resume?{scope}",
+                "cancel": f"{path}/cancel?{scope}",
+                "audit": f"{path}/audit?{scope}",
+                "stream": f"{path}/stream?{scope}",
             },
         )
 
-    @router.get(
-        f"{API}/executions/{{execution_id}}", response_model=ExecutionView, tags=["executions"]
-    )
+    @router.get(EXECUTION, response_model=ExecutionView, tags=["executions"])
     async def get_execution(
         project_id: ProjectPath,
         execution_id: Identifier,
@@ -186,9 +296,7 @@ def build_router(
         view.approvals = [ApprovalView.of(a) for a in await intake.approvals_of(execution)]
         return view
 
-    @router.get(
-        f"{API}/executions/{{execution_id}}/audit", response_model=AuditTrail, tags=["executions"]
-    )
+    @router.get(f"{EXECUTION}/audit", response_model=AuditTrail, tags=["executions"])
     async def get_audit(
         project_id: ProjectPath,
         execution_id: Identifier,
@@ -236,10 +344,11 @@ def build_router(
         )
 
     @router.post(
-        f"{API}/executions/{{execution_id}}/resume",
+        f"{EXECUTION}/resume",
         status_code=status.HTTP_202_ACCEPTED,
         response_model=ResumeAccepted,
         tags=["executions"],
+        responses=BODY_RESPONSES,
         openapi_extra={
             "requestBody": {
                 "required": True,
@@ -320,10 +429,11 @@ def build_router(
         )
 
     @router.post(
-        f"{API}/executions/{{execution_id}}/cancel",
+        f"{EXECUTION}/cancel",
         status_code=status.HTTP_202_ACCEPTED,
         response_model=CancelAccepted,
         tags=["executions"],
+        responses=BODY_RESPONSES,
         openapi_extra={
             "requestBody": {
                 "required": False,

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from services.gateway.problems import refusal
 from shared.domain.execution import AuditEntry, ExecutionStatus
 from shared.events import ActionDecision, AgentInput, ChatMessage, Identifier
 from shared.views import ApprovalView, DecisionView, ExecutionView
@@ -14,17 +15,45 @@ __all__ = ["ApprovalView", "DecisionView", "ExecutionView"]
 
 
 class InvokeRequest(BaseModel):
+    """What to run and what it starts with: one ``message``, or a conversation (``messages``)."""
+
     model_config = ConfigDict(extra="forbid")
 
     agent: Identifier
-    message: str | None = Field(default=None, max_length=100_000)
-    messages: list[ChatMessage] | None = Field(default=None, max_length=1_000)
+    message: str | None = Field(
+        default=None, max_length=100_000, description="The user's message; not blank."
+    )
+    # minItems is published, not enforced by the field: the validator below refuses an empty
+    # list with a problem that says so, rather than pydantic's "List should have at least 1 item".
+    messages: list[ChatMessage] | None = Field(
+        default=None,
+        max_length=1_000,
+        description="The conversation so far, oldest first; at least one, none blank.",
+        json_schema_extra={"minItems": 1},
+    )
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=256)
 
     @model_validator(mode="after")
     def _one_input(self) -> InvokeRequest:
         if (self.message is None) == (self.messages is None):
             raise ValueError("give exactly one of 'message' or 'messages'")
+        # An empty or blank input would still start an execution: the agent then acts on
+        # nothing anyone asked for (a refund review of no claim).
+        if self.messages == []:
+            raise refusal(
+                "empty-messages",
+                "No messages",
+                "'messages' is empty: send at least one message (or 'message' with the text)",
+            )
+        if self.message is not None and not self.message.strip():
+            raise refusal("blank-message", "Blank message", "'message' is blank: send some text")
+        blank = [i for i, m in enumerate(self.messages or []) if not m.content.strip()]
+        if blank:
+            raise refusal(
+                "blank-message",
+                "Blank message",
+                f"'messages[{blank[0]}].content' is blank: every message needs some text",
+            )
         return self
 
     def agent_input(self) -> AgentInput:

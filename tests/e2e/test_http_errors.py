@@ -103,7 +103,8 @@ async def test_resume_of_an_execution_that_is_not_suspended_is_409(
 
 
 async def test_invoke_errors(api: Api) -> None:
-    body = assert_problem(await api.invoke(agent="no-such-agent"), 422, "unknown-agent")
+    # 400 like every other refusal of what was sent (422 before issue 21).
+    body = assert_problem(await api.invoke(agent="no-such-agent"), 400, "unknown-agent")
     assert "refund-approval" in body["agents"]
     url = f"/api/v1/projects/{api.project}/workspaces/{api.workspace}/invoke"
     assert_problem(await api.client.post(url, json={"agent": "refund-approval"}), 400)
@@ -119,12 +120,54 @@ async def test_invoke_errors(api: Api) -> None:
     assert_problem(
         await api.client.post(url, content=b"{nope", headers={"content-type": "application/json"}),
         400,
+        "invalid-json",
     )
     assert_problem(await api.client.post(url, json={"agent": "bad agent!", "message": "a"}), 400)
     bad_scope = "/api/v1/projects/bad%20project/workspaces/ws/invoke"
     assert_problem(
         await api.client.post(bad_scope, json={"agent": "refund-approval", "message": "a"}), 400
     )
+
+
+async def test_invoke_input_that_would_start_nothing_anyone_asked_for(api: Api) -> None:
+    url = f"/api/v1/projects/{api.project}/workspaces/{api.workspace}/invoke"
+    empty = await api.client.post(url, json={"agent": "refund-approval", "messages": []})
+    assert "'messages'" in assert_problem(empty, 400, "empty-messages")["detail"]
+    blank = await api.client.post(url, json={"agent": "refund-approval", "message": "   "})
+    assert "'message'" in assert_problem(blank, 400, "blank-message")["detail"]
+    blank_entry = {"agent": "refund-approval", "messages": [{"role": "user", "content": " "}]}
+    response = await api.client.post(url, json=blank_entry)
+    assert "'messages[0].content'" in assert_problem(response, 400, "blank-message")["detail"]
+    keyed = {"agent": "refund-approval", "message": "refund 1042", "idempotency_key": "k-1"}
+    disagreeing = await api.client.post(url, json=keyed, headers={"Idempotency-Key": "k-2"})
+    assert_problem(disagreeing, 400, "idempotency-key-mismatch")
+    agreeing = await api.client.post(url, json=keyed, headers={"Idempotency-Key": "k-1"})
+    assert agreeing.status_code == 202, agreeing.text
+
+
+async def test_bodies_that_are_not_json_text(api: Api, suspended_id: str) -> None:
+    url = f"/api/v1/projects/{api.project}/workspaces/{api.workspace}/invoke"
+    form = await api.client.post(url, data={"agent": "refund-approval", "message": "hi"})
+    assert "application/json" in assert_problem(form, 415, "unsupported-media-type")["detail"]
+    plain = await api.client.post(
+        url,
+        content=b'{"agent": "refund-approval", "message": "hi"}',
+        headers={"content-type": "text/plain"},
+    )
+    assert_problem(plain, 415, "unsupported-media-type")
+    resumed = await api.client.post(
+        f"/api/v1/projects/{api.project}/executions/{suspended_id}/resume",
+        params={"workspace_id": api.workspace},
+        content=b"decision=approve",
+        headers={"content-type": "application/x-www-form-urlencoded"},
+    )
+    assert_problem(resumed, 415, "unsupported-media-type")
+    latin1 = b'{"agent": "refund-approval", "message": "caf\xe9"}'
+    broken = await api.client.post(
+        url, content=latin1, headers={"content-type": "application/json"}
+    )
+    assert_problem(broken, 400, "invalid-utf8")
+    assert (await api.status_of(suspended_id))["status"] == "suspended"
 
 
 async def test_query_errors(api: Api) -> None:
@@ -144,8 +187,12 @@ async def test_query_errors(api: Api) -> None:
 
 
 async def test_unknown_routes_and_methods_are_problems(api: Api) -> None:
-    assert_problem(await api.client.get("/api/v1/nothing-here"), 404)
-    assert_problem(await api.client.delete(f"/api/v1/projects/{api.project}/executions"), 405)
+    missing = assert_problem(await api.client.get("/api/v1/nothing-here"), 404, "not-found")
+    assert "GET /api/v1/nothing-here" in missing["detail"]
+    slashed = f"/api/v1/projects/{api.project}/executions/a%20b%2Fc"
+    assert "%2F" in assert_problem(await api.client.get(slashed), 404, "not-found")["detail"]
+    wrong = await api.client.delete(f"/api/v1/projects/{api.project}/executions")
+    assert "allowed: GET" in assert_problem(wrong, 405, "method-not-allowed")["detail"]
 
 
 async def test_no_input_produces_a_500(api: Api, suspended_id: str) -> None:
