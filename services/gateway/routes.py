@@ -92,6 +92,44 @@ BODY_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 EXECUTION = f"{API}/executions/{{execution_id}}"
+STREAM = f"{EXECUTION}/stream"
+"""Served by services/gateway/stream.py; the invoke route links to it."""
+
+
+def operation_ref(path: str, method: str) -> str:
+    """The OpenAPI ``operationRef`` of ``method path``: a JSON pointer into this document."""
+    return "#/paths/" + path.replace("~", "~0").replace("/", "~1") + "/" + method
+
+
+def invoke_links() -> dict[str, Any]:
+    """OpenAPI links from an invoke's 202 to every route that takes the execution it started:
+    the id from the response, the project and workspace from the invoke's own path. By
+    reference, not by operationId: FastAPI derives those from function names and paths."""
+    scope = {
+        "path.project_id": "$request.path.project_id",
+        "path.execution_id": "$response.body#/execution_id",
+        "query.workspace_id": "$request.path.workspace_id",
+    }
+    targets = {
+        "GetExecution": (EXECUTION, "get", "The execution: status, pending review, result", {}),
+        "GetAudit": (f"{EXECUTION}/audit", "get", "Who did what to the execution, and when", {}),
+        "Resume": (f"{EXECUTION}/resume", "post", "Answer its review once it is suspended", {}),
+        "Cancel": (f"{EXECUTION}/cancel", "post", "Stop it", {}),
+        "Stream": (
+            STREAM,
+            "get",
+            "Follow it as server-sent events, here until it waits for review or ends",
+            {"query.until": "suspended"},
+        ),
+    }
+    return {
+        name: {
+            "operationRef": operation_ref(path, method),
+            "parameters": {**scope, **extra},
+            "description": description,
+        }
+        for name, (path, method, description, extra) in targets.items()
+    }
 
 
 INVOKE_REFUSALS = (
@@ -104,6 +142,16 @@ INVOKE_REFUSALS = (
     " not run; `agents` lists those it does). An unknown agent is a 400 like the rest: like a"
     " decision outside a review's allowed list, it is a value the client can correct."
 )
+
+
+def body_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """``model``'s JSON schema for a request body declared by hand (``openapi_extra``), its
+    nested models referred to in components/schemas, where the response models that use them
+    put them. Pydantic's own ``#/$defs/...`` would point at the document's root, where there
+    is nothing: schemathesis could not read the resume body and never tested it."""
+    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    schema.pop("$defs", None)
+    return schema
 
 
 def _not_found(execution_id: str) -> Problem:
@@ -231,7 +279,10 @@ def build_router(
         response_model=InvokeAccepted,
         tags=["executions"],
         responses={
-            202: {"description": "Accepted: the execution is stored and on its way to the agent"},
+            202: {
+                "description": "Accepted: the execution is stored and on its way to the agent",
+                "links": invoke_links(),
+            },
             400: problem_doc(INVOKE_REFUSALS),
             **BODY_RESPONSES,
         },
@@ -352,7 +403,7 @@ def build_router(
         openapi_extra={
             "requestBody": {
                 "required": True,
-                "content": {"application/json": {"schema": ResumeRequest.model_json_schema()}},
+                "content": {"application/json": {"schema": body_schema(ResumeRequest)}},
             }
         },
     )
@@ -437,7 +488,7 @@ def build_router(
         openapi_extra={
             "requestBody": {
                 "required": False,
-                "content": {"application/json": {"schema": CancelRequest.model_json_schema()}},
+                "content": {"application/json": {"schema": body_schema(CancelRequest)}},
             }
         },
     )
