@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import os
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +25,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from interlock.announcement import announcement
 from interlock.effects_sink import EffectsLedger, effects_router
+from interlock.profile import RunningProfile, dev_instance
 from services.gateway.app import GatewaySettings, create_app
 from services.notifier.app import NotifierSettings
 from services.notifier.app import register as register_notifier
@@ -145,6 +146,7 @@ async def serve(settings: DevSettings) -> None:
             os.environ.setdefault("INTERLOCK_EFFECTS_URL", f"{settings.loopback_url}/dev")
         base_url = f"http://{settings.host}:{settings.port}"
         quiet = settings.log_level in ("warning", "error") and settings.log_format != "json"
+        running = RunningProfile(dev_instance(settings))  # the CLI's way to this instance
         server = AnnouncingServer(
             # The app, not uvicorn, decides whose X-Forwarded-For to trust (trusted_proxies).
             uvicorn.Config(
@@ -160,6 +162,7 @@ async def serve(settings: DevSettings) -> None:
                 effects_sink=settings.hosts_effects_sink,
                 log_hint=LOG_HINT if quiet else None,
             ),
+            on_started=running.write,
         )
         await wiring.bus.start()
         gauges = ExecutionGauges(wiring.store.executions)
@@ -183,16 +186,26 @@ async def serve(settings: DevSettings) -> None:
                     await loop
             with contextlib.suppress(Exception):
                 await wiring.bus.stop()
+            running.remove()
 
 
 class AnnouncingServer(uvicorn.Server):
-    """Prints how to try Interlock once the port is open, not before."""
+    """Prints how to try Interlock once the port is open, not before; then ``on_started``
+    (the CLI's profile is written once the server answers)."""
 
-    def __init__(self, config: uvicorn.Config, *, announcement: str) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        *,
+        announcement: str,
+        on_started: Callable[[], None] = lambda: None,
+    ) -> None:
         super().__init__(config)
         self._announcement = announcement
+        self._on_started = on_started
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         if self.started:
             print(self._announcement, flush=True)
+            self._on_started()

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from interlock.announcement import announcement
+from interlock.profile import RunningProfile, up_instance
 
 SERVICES = ("orchestrator", "sandbox", "notifier", "gateway")
 READY_TIMEOUT_SECONDS = 60
@@ -78,6 +79,7 @@ def run(log_dir: Path | None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     env = shared_encryption_keys(os.environ)
+    running = RunningProfile(up_instance(host, port, os.environ))
     try:
         for name in SERVICES:
             output = None
@@ -92,6 +94,7 @@ def run(log_dir: Path | None) -> int:
             )
         _wait_ready(f"{base_url}/readyz", processes)
         print(announcement(base_url, os.environ.get("INTERLOCK_DEV_API_KEY")), flush=True)
+        running.write()
         while not stopping:
             for name, process in processes.items():
                 if process.poll() is not None:
@@ -106,3 +109,4 @@ def run(log_dir: Path | None) -> int:
         return 1
     finally:
         _stop(processes)
+        running.remove()
