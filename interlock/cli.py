@@ -19,20 +19,30 @@ import typer
 
 from interlock.client.commands import executions_app, reviews
 from interlock.client.invoke import invoke
+from interlock.keys import keys_app
 
+# rich_markup_mode=None on every Typer: Typer's Rich help prints a type after every option,
+# flags included (`--json <bool>`, `--help <bool>`), as if they took a value; the plain help
+# shows a flag as a flag.
 app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode=None,
     help="Interlock: durable human review for AI agents.",
 )
-topics_app = typer.Typer(no_args_is_help=True, help="Kafka topics.")
+topics_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="Kafka topics.")
 app.add_typer(topics_app, name="topics")
-keys_app = typer.Typer(no_args_is_help=True, help="API keys (written to the database directly).")
 app.add_typer(keys_app, name="keys")
 # The reviewer CLI: talks to a gateway over HTTP (see docs/cli.md).
 app.add_typer(executions_app, name="executions")
 app.command("reviews")(reviews)
 app.command("invoke")(invoke)
+
+
+class LogFormat(StrEnum):
+    AUTO = "auto"
+    CONSOLE = "console"
+    JSON = "json"
 
 
 class ServiceName(StrEnum):
@@ -106,6 +116,12 @@ def dev(
     mongodb: str | None = typer.Option(
         None, help="Connection URI: use this MongoDB instead of SQLite (needs --kafka)."
     ),
+    log_format: LogFormat | None = typer.Option(
+        None,
+        "--log-format",
+        help="Logs as readable lines (console), JSON lines (json), or console in a terminal"
+        " and JSON otherwise (auto). Else INTERLOCK_LOG_FORMAT, else console.",
+    ),
 ) -> None:
     """Run all four services in this one process with the example agents: SQLite and an
     in-process bus (nothing else to install), or the given Kafka and MongoDB."""
@@ -115,7 +131,12 @@ def dev(
 
     if (kafka is None) != (mongodb is None):
         raise typer.BadParameter("give both --kafka and --mongodb, or neither")
-    given = {"host": host, "port": port, "data_dir": data}
+    given = {
+        "host": host,
+        "port": port,
+        "data_dir": data,
+        "log_format": None if log_format is None else log_format.value,
+    }
     overrides: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
     if kafka is not None:
         overrides |= {
@@ -134,7 +155,7 @@ def dev(
         asyncio.run(serve(settings))
 
 
-store_app = typer.Typer(no_args_is_help=True, help="The MongoDB store.")
+store_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="The MongoDB store.")
 app.add_typer(store_app, name="store")
 
 
@@ -171,116 +192,6 @@ def create_topics(
     for name in settings.topics.all():
         state = "created" if name in created else "exists"
         typer.echo(f"{name}: {state} ({settings.topic_partitions} partitions)")
-
-
-async def _with_keys(action: Any) -> Any:
-    from shared.settings import CommonSettings
-    from shared.store.mongo import MongoStore
-
-    settings = CommonSettings()
-    store = MongoStore.connect(settings.mongodb_uri, settings.mongodb_database)
-    try:
-        await store.ensure_indexes()
-        return await action(store.api_keys)
-    finally:
-        await store.close()
-
-
-@keys_app.command("create")
-def create_api_key(
-    project: str = typer.Option(..., help="The project the key may act in."),
-    role: str = typer.Option(
-        "PROJECT_MEMBER", help="PROJECT_OWNER, PROJECT_MEMBER or PROJECT_READ_ONLY."
-    ),
-    name: str = typer.Option("cli", help="A label shown in the audit trail."),
-    workspace: list[str] = typer.Option(None, help="Limit the key to these workspaces (repeat)."),
-    email: str = typer.Option(
-        None,
-        help="The person the key is for: separation of duties counts people, so their keys and"
-        " the notification links sent to this address count as one reviewer.",
-    ),
-) -> None:
-    """Create a key and print its secret: it is shown this once and stored only as a hash."""
-    from pydantic import ValidationError
-
-    from shared.store.api_keys import Role, create_key
-
-    try:
-        chosen = Role(role)
-    except ValueError:
-        typer.echo(
-            f"error: unknown role {role!r}; use {', '.join(r.value for r in Role)}", err=True
-        )
-        raise typer.Exit(2) from None
-    try:
-        key, secret = asyncio.run(
-            _with_keys(
-                lambda keys: create_key(
-                    keys,
-                    project_id=project,
-                    role=chosen,
-                    name=name,
-                    workspaces=workspace or None,
-                    email=email,
-                )
-            )
-        )
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        typer.echo(f"error: {first['loc'][0]}: {first['msg']}", err=True)
-        raise typer.Exit(2) from None
-    typer.echo(f"key id:  {key.key_id}\nrole:    {key.role.value}\nproject: {key.project_id}")
-    if key.email:
-        typer.echo(f"person:  {key.email}")
-    typer.echo(f"secret:  {secret}\n(shown once; store it now)")
-
-
-@keys_app.command("list")
-def list_api_keys(project: str = typer.Option(..., help="The project whose keys to list.")) -> None:
-    """List a project's keys (never their secrets)."""
-    keys = asyncio.run(_with_keys(lambda store: store.list(project)))
-    for key in keys:
-        state = f"revoked {key.revoked_at:%Y-%m-%d}" if key.revoked_at else "active"
-        typer.echo(
-            f"{key.key_id}  {key.role.value:<18} {key.name:<20} {state:<18} {key.email or ''}"
-        )
-
-
-@keys_app.command("revoke")
-def revoke_api_key(
-    key_id: str, project: str = typer.Option(..., help="The project the key belongs to.")
-) -> None:
-    """Revoke a key: it never authenticates again."""
-    if not asyncio.run(_with_keys(lambda keys: keys.revoke(project, key_id))):
-        typer.echo(f"error: no key {key_id} in project {project}", err=True)
-        raise typer.Exit(1)
-    typer.echo(f"revoked {key_id}")
-
-
-@keys_app.command("encryption-key")
-def new_encryption_key(
-    key_id: str = typer.Option(
-        None, help="The key's id (1-32 of A-Z a-z 0-9 _ -); default: random."
-    ),
-) -> None:
-    """Print a fresh entry for INTERLOCK_ENCRYPTION_KEYS.
-
-    The gateway and the sandbox share the keys (deploy/README.md says how to rotate them). Only
-    the entry goes to stdout."""
-    from shared.crypto import Keyring, KeyringError, new_key_entry
-
-    entry = new_key_entry(key_id)
-    try:
-        Keyring.parse(entry)
-    except KeyringError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    typer.echo(entry)
-    typer.echo(
-        "Put it first in INTERLOCK_ENCRYPTION_KEYS (comma-separated, newest first) on the gateway"
-        " and the sandbox; remove an old key once nothing sealed with it is in flight.",
-        err=True,
-    )
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 from httpx_sse import SSEError, connect_sse
@@ -37,21 +38,61 @@ class ApiError(Exception):
         self.detail = detail
         self.body = body
 
+    @property
+    def problem(self) -> Json:
+        """The problem document as the gateway sent it, or one made of what it sent instead
+        (for ``--json``: scripts get a body to read whatever failed)."""
+        if isinstance(self.body, dict):
+            return self.body
+        return {"status": self.status, "title": self.title, "detail": self.detail}
+
+    def sentence(self) -> str:
+        """The error as a person reads it: the title and the detail, each said once."""
+        title, detail = self.title.strip(), self.detail.strip()
+        if not detail or _same(detail, title):
+            return title
+        if not title or _same(detail[: len(title)], title):
+            return detail
+        return f"{title}: {detail}"
+
+
+def _same(one: str, other: str) -> bool:
+    return one.casefold().strip(" .") == other.casefold().strip(" .")
+
 
 class GatewayUnreachable(Exception):
     def __init__(self, url: str, cause: Exception) -> None:
-        super().__init__(f"cannot reach the gateway at {url} ({type(cause).__name__}: {cause})")
+        reason = str(cause) or type(cause).__name__
+        super().__init__(f"cannot reach the gateway at {url} ({reason})")
+        self.url = url
 
 
-def _problem(response: httpx.Response) -> ApiError:
+def _problem(response: httpx.Response, missing: str | None = None) -> ApiError:
     try:
         body = response.json()
     except ValueError:
         body = None
     if isinstance(body, dict) and "title" in body:
-        return ApiError(response.status_code, str(body["title"]), str(body.get("detail", "")), body)
-    text = response.text.strip()[:200] or response.reason_phrase
-    return ApiError(response.status_code, f"HTTP {response.status_code}", text, body)
+        error = ApiError(
+            response.status_code, str(body["title"]), str(body.get("detail") or ""), body
+        )
+    else:
+        text = response.text.strip()[:200] or response.reason_phrase
+        error = ApiError(response.status_code, f"HTTP {response.status_code}", text, body)
+    if response.status_code == 404 and missing and _says_only_not_found(error):
+        # No route matched (an id with "/" in it), or the key's project is not this one: the
+        # CLI knows what it asked for, which says more to the person who typed it.
+        return ApiError(404, "Not found", missing, body)
+    return error
+
+
+def _says_only_not_found(error: ApiError) -> bool:
+    """A 404 that names nothing: a bare "Not Found", or the gateway's generic ``not-found``
+    problem (as opposed to ``execution-not-found``, whose detail names the execution)."""
+    generic = isinstance(error.body, dict) and str(error.body.get("type", "")).endswith(
+        "/not-found"
+    )
+    return generic or _same(error.detail or error.title, error.title)
 
 
 class Gateway:
@@ -68,8 +109,16 @@ class Gateway:
         return f"{self.config.url}/api/v1/projects/{self.config.project}"
 
     def _request(
-        self, method: str, url: str, *, params: Json | None = None, body: Any = None
+        self,
+        method: str,
+        url: str,
+        *,
+        params: Json | None = None,
+        body: Any = None,
+        missing: str | None = None,
     ) -> Json:
+        """One request; an error answer raises ``ApiError`` (``missing`` says what a bare 404
+        means here)."""
         scope = {"workspace_id": self.config.workspace}
         query = {k: v for k, v in {**scope, **(params or {})}.items() if v is not None}
         try:
@@ -79,29 +128,40 @@ class Gateway:
         except httpx.TransportError as exc:
             raise GatewayUnreachable(self.config.url, exc) from exc
         if response.is_error:
-            raise _problem(response)
+            raise _problem(response, missing)
         data: Json = response.json()
         return data
 
     def _execution_url(self, execution_id: str) -> str:
-        return f"{self._project}/executions/{execution_id}"
+        # Quoted whole: an id with "/" or "?" in it must not reach another route.
+        return f"{self._project}/executions/{quote(execution_id, safe='')}"
+
+    def _no_execution(self, execution_id: str) -> str:
+        return (
+            f"no execution {execution_id!r} in project {self.config.project},"
+            f" workspace {self.config.workspace}"
+        )
 
     def invoke(self, agent: str, message: str) -> Json:
         url = f"{self._project}/workspaces/{self.config.workspace}/invoke"
         return self._request("POST", url, body={"agent": agent, "message": message})
 
     def get(self, execution_id: str) -> Json:
-        return self._request("GET", self._execution_url(execution_id))
+        url = self._execution_url(execution_id)
+        return self._request("GET", url, missing=self._no_execution(execution_id))
 
     def audit(self, execution_id: str) -> Json:
-        return self._request("GET", f"{self._execution_url(execution_id)}/audit")
+        url = f"{self._execution_url(execution_id)}/audit"
+        return self._request("GET", url, missing=self._no_execution(execution_id))
 
     def resume(self, execution_id: str, body: Json) -> Json:
-        return self._request("POST", f"{self._execution_url(execution_id)}/resume", body=body)
+        url = f"{self._execution_url(execution_id)}/resume"
+        return self._request("POST", url, body=body, missing=self._no_execution(execution_id))
 
     def cancel(self, execution_id: str, reason: str | None) -> Json:
+        url = f"{self._execution_url(execution_id)}/cancel"
         body = {"reason": reason} if reason else {}
-        return self._request("POST", f"{self._execution_url(execution_id)}/cancel", body=body)
+        return self._request("POST", url, body=body, missing=self._no_execution(execution_id))
 
     def page(self, *, status: str | None, limit: int, cursor: str | None = None) -> Json:
         params = {"status": status, "limit": limit, "cursor": cursor}
@@ -184,7 +244,7 @@ class Gateway:
                 return last_event_id
             if response.is_error:
                 response.read()
-                raise _problem(response)
+                raise _problem(response, self._no_execution(execution_id))
             for event in source.iter_sse():
                 last_event_id = event.id or last_event_id
                 if event.event in PROGRESS_EVENTS:

@@ -14,6 +14,7 @@ from interlock.client.session import (
     Key,
     Project,
     Url,
+    Verbose,
     Workspace,
     connect,
     fail,
@@ -21,7 +22,11 @@ from interlock.client.session import (
     spinner,
 )
 
-executions_app = typer.Typer(no_args_is_help=True, help="Read and decide on executions.")
+executions_app = typer.Typer(
+    no_args_is_help=True,
+    rich_markup_mode=None,  # see interlock/cli.py
+    help="Read and decide on executions.",
+)
 
 Limit = Annotated[int, typer.Option("--limit", min=1, max=200, help="Page size.")]
 All = Annotated[bool, typer.Option("--all", help="Follow next_cursor to the last page.")]
@@ -50,9 +55,13 @@ def list_executions(
     key: Key = None,
     project: Project = None,
     workspace: Workspace = None,
+    verbose: Verbose = False,
 ) -> None:
     """List executions, oldest first."""
-    with connect(ctx, url, key, project, workspace) as gateway, spinner("Listing executions"):
+    with (
+        connect(ctx, url, key, project, workspace, as_json=as_json, verbose=verbose) as gateway,
+        spinner("Listing executions"),
+    ):
         page = _collect(gateway, status, limit, everything)
     if as_json:
         render.print_json(out(), page)
@@ -72,9 +81,13 @@ def get_execution(
     key: Key = None,
     project: Project = None,
     workspace: Workspace = None,
+    verbose: Verbose = False,
 ) -> None:
     """Show one execution: status, pending review, output or error, decisions."""
-    with connect(ctx, url, key, project, workspace) as gateway, spinner("Reading the execution"):
+    with (
+        connect(ctx, url, key, project, workspace, as_json=as_json, verbose=verbose) as gateway,
+        spinner("Reading the execution"),
+    ):
         execution = gateway.get(execution_id)
     if as_json:
         render.print_json(out(), execution)
@@ -91,9 +104,13 @@ def audit_execution(
     key: Key = None,
     project: Project = None,
     workspace: Workspace = None,
+    verbose: Verbose = False,
 ) -> None:
     """Show an execution's audit trail: every transition and decision, who and why."""
-    with connect(ctx, url, key, project, workspace) as gateway, spinner("Reading the audit trail"):
+    with (
+        connect(ctx, url, key, project, workspace, as_json=as_json, verbose=verbose) as gateway,
+        spinner("Reading the audit trail"),
+    ):
         trail = gateway.audit(execution_id)
     if as_json:
         render.print_json(out(), trail)
@@ -113,14 +130,18 @@ def cancel_execution(
     key: Key = None,
     project: Project = None,
     workspace: Workspace = None,
+    verbose: Verbose = False,
 ) -> None:
     """Cancel an execution that has not ended (needs PROJECT_OWNER)."""
-    with connect(ctx, url, key, project, workspace) as gateway, spinner("Cancelling"):
+    with (
+        connect(ctx, url, key, project, workspace, as_json=as_json, verbose=verbose) as gateway,
+        spinner("Cancelling"),
+    ):
         answer = gateway.cancel(execution_id, reason)
     if as_json:
         render.print_json(out(), answer)
         return
-    out().print(f"Cancellation of {execution_id} accepted")
+    out().print(render.cell(f"Cancellation of {render.plain(execution_id)} accepted"))
 
 
 @executions_app.command("resume")
@@ -149,12 +170,16 @@ def resume_execution(
     key: Key = None,
     project: Project = None,
     workspace: Workspace = None,
+    verbose: Verbose = False,
 ) -> None:
     """Submit a decision for a suspended execution."""
     body = resume_body(decision, decisions_json)
     optional = {"reviewer_notes": notes, "interrupt_id": interrupt_id, "generation": generation}
     body.update({k: v for k, v in optional.items() if v is not None})
-    with connect(ctx, url, key, project, workspace) as gateway, spinner("Submitting the decision"):
+    with (
+        connect(ctx, url, key, project, workspace, as_json=as_json, verbose=verbose) as gateway,
+        spinner("Submitting the decision"),
+    ):
         accepted = gateway.resume(execution_id, body)
     if as_json:
         render.print_json(out(), accepted)
@@ -184,7 +209,7 @@ def accepted_line(accepted: Json) -> str:
             f"Approval recorded ({count} of {accepted.get('approvals_required')}): the execution"
             " stays suspended until enough owners give the same answer"
         )
-    return f"Execution resumed (decision {accepted['decision']})"
+    return f"Execution resumed (decision {render.plain(accepted['decision'])})"
 
 
 def reviews(
@@ -196,9 +221,13 @@ def reviews(
     key: Key = None,
     project: Project = None,
     workspace: Workspace = None,
+    verbose: Verbose = False,
 ) -> None:
     """Pending reviews: suspended executions with what each asks."""
-    with connect(ctx, url, key, project, workspace) as gateway, spinner("Listing pending reviews"):
+    with (
+        connect(ctx, url, key, project, workspace, as_json=as_json, verbose=verbose) as gateway,
+        spinner("Listing pending reviews"),
+    ):
         page = _collect(gateway, "suspended", limit, everything)
     if as_json:
         render.print_json(out(), page)

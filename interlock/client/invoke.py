@@ -22,12 +22,14 @@ from interlock.client.session import (
     Key,
     Project,
     Url,
+    Verbose,
     Workspace,
     connect,
     fail,
     out,
     spinner,
 )
+from interlock.client.visible import visible
 
 EXIT_COMPLETED = 0
 EXIT_ERROR = 1
@@ -70,6 +72,7 @@ def invoke(
     key: Key = None,
     project: Project = None,
     workspace: Workspace = None,
+    verbose: Verbose = False,
 ) -> None:
     """Run an agent once, or chat with it and review its suspensions inline.
 
@@ -77,11 +80,13 @@ def invoke(
     4 still running at --timeout (docs/cli.md)."""
     interactive = stdin_is_tty()
     if message is None and file is None and not as_json and interactive:
-        with connect(ctx, url, key, project, workspace) as gateway:
+        with connect(
+            ctx, url, key, project, workspace, as_json=as_json, verbose=verbose
+        ) as gateway:
             chat(gateway, agent, timeout)
         return
     text = _message(message, file, interactive)
-    with connect(ctx, url, key, project, workspace) as gateway:
+    with connect(ctx, url, key, project, workspace, as_json=as_json, verbose=verbose) as gateway:
         with spinner(f"Running {agent}") as on_progress:
             accepted = gateway.invoke(agent, text)
             execution = gateway.wait(
@@ -143,7 +148,7 @@ def chat(gateway: Gateway, agent: str, timeout: float) -> None:
             follow(gateway, execution, timeout)
         except ApiError as exc:
             # A refused message or decision ends that turn, not the session.
-            typer.echo(f"{exc.title}: {exc.detail}", err=True)
+            typer.echo(visible(exc.sentence()), err=True)
 
 
 def follow(gateway: Gateway, execution: Json, timeout: float) -> None:
@@ -171,7 +176,7 @@ def follow(gateway: Gateway, execution: Json, timeout: float) -> None:
     if status == "completed":
         typer.echo(render.agent_output(execution) or "Execution completed")
     elif status == "error":
-        typer.echo(f"Execution failed: {render.plain(execution.get('error'))}")
+        typer.echo(f"Execution failed: {render.failure(execution.get('error'))}")
     elif status == "cancelled":
         typer.echo("Execution cancelled")
     elif status == "expired":

@@ -2,6 +2,10 @@
 
 The review block is plain text (not Rich markup) because its exact shape is the Atlas CLI's:
 scripts and reviewers' muscle memory depend on it, and ``[1-2]`` would be eaten as markup.
+
+Whatever an agent or a person wrote (context, arguments, messages, notes, reasons, errors, ids)
+goes through ``plain`` or ``cell``: invisible characters are shown as ``<U+XXXX>``
+(interlock/client/visible.py), and Rich never reads it as markup.
 """
 
 from __future__ import annotations
@@ -10,12 +14,12 @@ import json
 from typing import Any
 
 from rich.console import Console, Group, RenderableType
-from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from interlock.client.api import Json
+from interlock.client.visible import json_text, visible
 
 STATUS_STYLE = {
     "completed": "green",
@@ -31,12 +35,29 @@ REVIEW_HEADER = "--- Execution suspended for human review ---"
 
 
 def plain(value: Any) -> str:
-    """A context value as one line: strings as they are, anything else as compact JSON."""
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    """A value as a reviewer reads it: strings as they are, anything else as compact JSON;
+    invisible characters shown as ``<U+XXXX>`` either way."""
+    return visible(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+
+
+def cell(value: Any, style: str = "") -> Text:
+    """``plain(value)`` for a table or a panel: a Text, so ``[...]`` in it is not markup."""
+    return Text(plain(value), style=style)
 
 
 def status_text(status: str) -> Text:
-    return Text(status, style=STATUS_STYLE.get(status, ""))
+    return cell(status, STATUS_STYLE.get(status, ""))
+
+
+def failure(error: Any) -> str:
+    """A failed execution's ``error`` as a sentence: its type, then its message."""
+    if not isinstance(error, dict):
+        return plain(error)
+    kind = str(error.get("error_type") or "").strip()
+    message = str(error.get("message") or "").strip()
+    if kind in ("", "unknown"):
+        return plain(message) if message else "the agent failed without saying why"
+    return plain(f"{kind}: {message}" if message else kind)
 
 
 def context_items(execution: Json) -> list[tuple[str, Any]]:
@@ -48,17 +69,18 @@ def context_items(execution: Json) -> list[tuple[str, Any]]:
 
 def decision_block(execution: Json, choices: list[str]) -> str:
     lines = [REVIEW_HEADER, ""]
-    lines += [f"  {k}: {plain(v)}" for k, v in context_items(execution)]
+    lines += [f"  {plain(k)}: {plain(v)}" for k, v in context_items(execution)]
     lines += ["", "Select a decision:"]
-    lines += [f"  {i}) {choice}" for i, choice in enumerate(choices, 1)]
+    lines += [f"  {i}) {plain(choice)}" for i, choice in enumerate(choices, 1)]
     return "\n".join(lines)
 
 
 def action_block(action: Json, index: int, total: int) -> str:
-    lines = [f"Action {index} of {total}: {action['name']}"]
-    lines += [f"  {k}: {plain(v)}" for k, v in action.get("args", {}).items()]
+    lines = [f"Action {index} of {total}: {plain(action['name'])}"]
+    lines += [f"  {plain(k)}: {plain(v)}" for k, v in action.get("args", {}).items()]
     if action.get("description"):
-        lines += ["", *(f"  | {line}" for line in str(action["description"]).splitlines())]
+        description = plain(str(action["description"]))
+        lines += ["", *(f"  | {line}" for line in description.splitlines())]
     return "\n".join(lines)
 
 
@@ -73,9 +95,9 @@ def agent_output(execution: Json) -> str | None:
             and message.get("role") == "assistant"
             and message.get("content")
         ):
-            return str(message["content"])
+            return plain(str(message["content"]))
     outcome = result.get("outcome")
-    return None if outcome is None else str(outcome)
+    return None if outcome is None else plain(str(outcome))
 
 
 def executions_table(items: list[Json], title: str = "Executions") -> Table:
@@ -87,8 +109,8 @@ def executions_table(items: list[Json], title: str = "Executions") -> Table:
     table.add_column("updated")
     for item in items:
         table.add_row(
-            item["execution_id"],
-            item["agent"],
+            cell(item["execution_id"]),
+            cell(item["agent"]),
             status_text(item["status"]),
             _when(item.get("created_at")),
             _when(item.get("updated_at")),
@@ -100,9 +122,9 @@ def execution_panel(execution: Json) -> Panel:
     facts = Table.grid(padding=(0, 2))
     facts.add_column(style="bold")
     facts.add_column()
-    facts.add_row("agent", execution["agent"])
+    facts.add_row("agent", cell(execution["agent"]))
     facts.add_row("status", status_text(execution["status"]))
-    facts.add_row("input", escape(_input(execution)))
+    facts.add_row("input", cell(_input(execution)))
     facts.add_row("created", _when(execution.get("created_at")))
     facts.add_row("updated", _when(execution.get("updated_at")))
     parts: list[RenderableType] = [facts]
@@ -111,11 +133,12 @@ def execution_panel(execution: Json) -> Panel:
     if execution["status"] == "completed":
         parts.append(Text(f"\noutput: {agent_output(execution) or '(none)'}"))
     if execution.get("error"):
-        error = execution["error"]
-        parts.append(Text(f"\nerror: {plain(error)}", style="red"))
+        parts.append(Text(f"\nerror: {failure(execution['error'])}", style="red"))
     for decision in execution.get("decisions") or []:
-        parts.append(Text(f"decision {decision['suspension_id']}: {_decided(decision)}"))
-    return Panel(Group(*parts), title=execution["execution_id"], title_align="left", expand=False)
+        parts.append(Text(f"decision {plain(decision['suspension_id'])}: {_decided(decision)}"))
+    return Panel(
+        Group(*parts), title=cell(execution["execution_id"]), title_align="left", expand=False
+    )
 
 
 def review_summary(execution: Json) -> RenderableType:
@@ -129,22 +152,25 @@ def review_summary(execution: Json) -> RenderableType:
     actions = [a for r in reviews if r.get("kind") == "actions" for a in r.get("actions", [])]
     if actions:
         for action in actions:
-            args = escape(plain(action.get("args", {})))
-            lines.add_row(f"action {action['name']}", args)
-            lines.add_row("", "decisions: " + ", ".join(action.get("allowed_decisions", [])))
+            lines.add_row(cell(f"action {plain(action['name'])}"), cell(action.get("args", {})))
+            decisions = ", ".join(plain(d) for d in action.get("allowed_decisions", []))
+            lines.add_row("", cell(f"decisions: {decisions}"))
     else:
         for key, value in context_items(execution):
-            lines.add_row(escape(key), escape(plain(value)))
-        allowed = execution.get("allowed_decisions") or ["(any)"]
-        lines.add_row("decisions", ", ".join(allowed))
+            lines.add_row(cell(key), cell(value))
+        choices = execution.get("allowed_decisions") or ["(any)"]
+        lines.add_row("decisions", cell(", ".join(plain(d) for d in choices)))
     return lines
 
 
 def reviews_panels(items: list[Json]) -> list[Panel]:
     return [
         Panel(
-            Group(Text(f"agent: {item['agent']}   input: {_input(item)}"), review_summary(item)),
-            title=item["execution_id"],
+            Group(
+                cell(f"agent: {plain(item['agent'])}   input: {_input(item)}"),
+                review_summary(item),
+            ),
+            title=cell(item["execution_id"]),
             title_align="left",
             border_style="yellow",
             expand=False,
@@ -154,7 +180,8 @@ def reviews_panels(items: list[Json]) -> list[Panel]:
 
 
 def audit_tables(trail: Json) -> list[Table]:
-    history = Table(title=f"Audit trail of {trail['execution_id']}", title_justify="left")
+    title = cell(f"Audit trail of {plain(trail['execution_id'])}")
+    history = Table(title=title, title_justify="left")
     for column in ("at", "actor", "action", "change", "reason"):
         history.add_column(column)
     for entry in trail.get("items", []):
@@ -163,10 +190,10 @@ def audit_tables(trail: Json) -> list[Table]:
             change = f"{entry.get('from_status') or '-'} -> {entry['to_status']}"
         history.add_row(
             _when(entry.get("at")),
-            escape(entry.get("actor") or ""),
-            entry.get("action") or "",
-            change,
-            escape(entry.get("reason") or ""),
+            cell(entry.get("actor") or ""),
+            cell(entry.get("action") or ""),
+            cell(change),
+            cell(entry.get("reason") or ""),
         )
     tables = [history]
     if trail.get("decisions"):
@@ -175,10 +202,10 @@ def audit_tables(trail: Json) -> list[Table]:
             decisions.add_column(column)
         for decision in trail["decisions"]:
             decisions.add_row(
-                str(decision["suspension_id"]),
-                escape(_decided(decision)),
-                escape(decision.get("reviewer") or ""),
-                escape(decision.get("reviewer_notes") or ""),
+                cell(str(decision["suspension_id"])),
+                Text(_decided(decision)),
+                cell(decision.get("reviewer") or ""),
+                cell(decision.get("reviewer_notes") or ""),
                 _when(decision.get("decided_at")),
             )
         tables.append(decisions)
@@ -186,12 +213,12 @@ def audit_tables(trail: Json) -> list[Table]:
 
 
 def print_json(console: Console, body: Any) -> None:
-    # Plain print, not Rich's JSON highlighter: the output must stay machine-readable.
-    console.file.write(json.dumps(body, indent=2, ensure_ascii=False) + "\n")
+    # A plain write, not Rich's JSON highlighter: the output must stay machine-readable.
+    console.file.write(json_text(body) + "\n")
 
 
 def _decided(decision: Json) -> str:
-    text = str(decision.get("decision", ""))
+    text = plain(str(decision.get("decision", "")))
     if decision.get("edits"):
         text += f" (edits: {plain(decision['edits'])})"
     return text
@@ -200,10 +227,10 @@ def _decided(decision: Json) -> str:
 def _input(execution: Json) -> str:
     agent_input = execution.get("input") or {}
     if agent_input.get("message") is not None:
-        return str(agent_input["message"])
+        return plain(str(agent_input["message"]))
     return f"{len(agent_input.get('messages') or [])} messages"
 
 
 def _when(stamp: Any) -> str:
     # ISO timestamps to the second: enough to tell reviews apart, short enough for a table.
-    return "" if not stamp else str(stamp).replace("T", " ")[:19]
+    return "" if not stamp else plain(str(stamp).replace("T", " ")[:19])

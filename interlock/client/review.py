@@ -14,7 +14,8 @@ import jsonschema
 import typer
 
 from interlock.client.api import Json
-from interlock.client.render import REVIEW_HEADER, action_block, decision_block
+from interlock.client.render import REVIEW_HEADER, action_block, decision_block, plain
+from interlock.client.visible import visible
 
 NOTES_PROMPT = "Reviewer notes (optional): [default: ]"
 
@@ -60,7 +61,7 @@ def _ask_actions(execution: Json, review: Json) -> Json:
         typer.echo("Select a decision:")
         choices = list(action.get("allowed_decisions") or [])
         for number, choice in enumerate(choices, 1):
-            typer.echo(f"  {number}) {choice}")
+            typer.echo(f"  {number}) {plain(choice)}")
         decisions.append(_action_decision(action, _choose(choices)))
     return {"decisions": decisions}
 
@@ -81,7 +82,7 @@ def _ask_args(action: Json) -> dict[str, Any]:
     """Edited args as a JSON object, re-asked until it parses (and fits the tool's schema,
     when the gateway gave one): a typo is caught here, not as a 400 after the fact."""
     current = json.dumps(action.get("args", {}), ensure_ascii=False)
-    typer.echo(f"Current args: {current}")
+    typer.echo(f"Current args: {visible(current)}")
     schema = action.get("args_schema")
     while True:
         raw = typer.prompt("Edited args (JSON)", prompt_suffix=": ")
@@ -97,7 +98,7 @@ def _ask_args(action: Json) -> dict[str, Any]:
             try:
                 jsonschema.validate(args, schema)
             except jsonschema.ValidationError as exc:
-                typer.echo(f"Invalid args for {action['name']}: {exc.message}")
+                typer.echo(f"Invalid args for {plain(action['name'])}: {plain(exc.message)}")
                 continue
         return args
 

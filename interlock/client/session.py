@@ -1,7 +1,8 @@
 """What every command shares: the connection options, the gateway connection, error handling.
 
 Errors become one line on stderr and exit code 2, never a traceback: reviewers read them, and
-scripts branch on the code.
+scripts branch on the code. With ``--json`` an error answer's problem document goes to stdout
+too, so a script reads a JSON body whatever happened.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import typer
 from rich.console import Console
 
 from interlock.client.api import HTTP_TIMEOUT_SECONDS, ApiError, Gateway, GatewayUnreachable, Json
-from interlock.client.config import ConfigError, load_config
+from interlock.client.config import Config, ConfigError, load_config
+from interlock.client.render import print_json
+from interlock.client.visible import visible
 
 EXIT_USAGE = 2
 
@@ -24,7 +27,11 @@ HttpFactory = Callable[[], httpx.Client]
 obj=...)``) to reach an app in-process; such a client belongs to the caller: not closed here."""
 
 Url = Annotated[
-    str | None, typer.Option("--url", help="Gateway URL (else INTERLOCK_URL, else profile).")
+    str | None,
+    typer.Option(
+        "--url",
+        help="Gateway URL (else INTERLOCK_URL, profile, http://127.0.0.1:$INTERLOCK_PORT).",
+    ),
 ]
 Key = Annotated[
     str | None,
@@ -38,7 +45,14 @@ Workspace = Annotated[
     str | None,
     typer.Option("--workspace", help="Workspace (else INTERLOCK_WORKSPACE, profile, 'default')."),
 ]
-AsJson = Annotated[bool, typer.Option("--json", help="Print the raw JSON body.")]
+AsJson = Annotated[
+    bool,
+    typer.Option("--json", help="Print the raw JSON body (an error's problem document included)."),
+]
+Verbose = Annotated[
+    bool,
+    typer.Option("--verbose", "-v", help="Say on stderr which gateway is used, and why that one."),
+]
 
 
 def out() -> Console:
@@ -63,13 +77,18 @@ def connect(
     key: str | None,
     project: str | None,
     workspace: str | None,
+    *,
+    as_json: bool = False,
+    verbose: bool = False,
 ) -> Iterator[Gateway]:
     """The gateway for these options; gateway, network and configuration errors inside the
-    block exit 2 with one line on stderr."""
+    block exit 2 with one line on stderr (and, with ``as_json``, the problem on stdout)."""
     try:
         config = load_config(url=url, key=key, project=project, workspace=workspace)
     except ConfigError as exc:
-        raise fail(f"error: {exc}") from None
+        raise fail(f"error: {visible(str(exc))}") from None
+    if verbose:
+        typer.echo(visible(config.describe()), err=True)
     injected = ctx.find_root().obj
     factory: HttpFactory | None = injected if callable(injected) else None
     try:
@@ -79,9 +98,20 @@ def connect(
             with httpx.Client(timeout=HTTP_TIMEOUT_SECONDS) as http:
                 yield Gateway(http, config)
     except ApiError as exc:
-        raise fail(f"{exc.title}: {exc.detail}") from None
+        if as_json:
+            print_json(out(), exc.problem)
+        raise fail(visible(exc.sentence())) from None
     except GatewayUnreachable as exc:
-        raise fail(f"error: {exc}") from None
+        raise fail(f"error: {visible(str(exc))}{unreachable_hint(config)}") from None
+
+
+def unreachable_hint(config: Config) -> str:
+    """What to do about a gateway that does not answer, given where its URL came from."""
+    where = f"; the URL is from {config.url_source}"
+    return (
+        f"{where}. Start Interlock with `interlock dev` (or `make dev`), or point at a running"
+        " one with --url or INTERLOCK_URL"
+    )
 
 
 @contextmanager

@@ -23,6 +23,8 @@ from typer.testing import CliRunner
 from agents.ledger import read_all
 from interlock.cli import app
 from interlock.client import invoke as invoke_module
+from interlock.client import render
+from interlock.client.api import ApiError
 from interlock.client.config import ConfigError, load_config
 from services.gateway import app as gateway_app
 from services.gateway.app import GatewaySettings, create_app
@@ -385,3 +387,123 @@ def test_cancel_stops_a_suspended_execution_and_refuses_a_finished_one(cli: Cli)
     assert "Execution already finished: execution is already cancelled" in again.stderr
     late = cli("executions", "resume", execution_id, "--decision", "approve")
     assert late.exit_code == 2 and "not suspended" in late.stderr
+
+
+def test_json_prints_the_problem_on_stdout_and_keeps_the_exit_code(cli: Cli) -> None:
+    missing = cli("executions", "get", "nope", "--json")
+    assert missing.exit_code == 2
+    problem = json.loads(missing.stdout)
+    assert problem["status"] == 404 and problem["type"].endswith("/execution-not-found")
+    # The gateway's title and detail, once each, on one line.
+    assert len(missing.stderr.splitlines()) == 1 and "nope" in missing.stderr
+
+    execution_id = cli.start("refund-approval", "Refund claim CLM-4821")
+    refused = cli("executions", "resume", execution_id, "--decision", "escalate", "--json")
+    assert refused.exit_code == 2
+    assert json.loads(refused.stdout)["type"].endswith("/decision-not-allowed")
+
+
+def test_an_id_no_route_matches_reads_as_a_missing_execution(cli: Cli) -> None:
+    result = cli("executions", "get", "a b/c")
+    assert result.exit_code == 2
+    assert result.stderr == "Not found: no execution 'a b/c' in project demo, workspace default\n"
+
+
+def test_title_and_detail_are_each_said_once() -> None:
+    assert ApiError(404, "Not Found", "Not Found").sentence() == "Not Found"
+    assert ApiError(404, "Not Found", "").sentence() == "Not Found"
+    assert ApiError(409, "Conflict", "conflict: stale generation").sentence() == (
+        "conflict: stale generation"
+    )
+    assert ApiError(503, "Service unavailable", "retry later").sentence() == (
+        "Service unavailable: retry later"
+    )
+
+
+def test_a_failed_execution_reads_as_a_sentence(cli: Cli) -> None:
+    failed = cli("invoke", "refund-approval", "Refund claim CLM-9999")
+    assert failed.exit_code == 1, failed.output
+    assert "error: ClaimNotFound: claim CLM-9999 does not exist" in failed.stdout, failed.stdout
+    assert "{" not in failed.stdout.split("error:", 1)[1]
+    assert render.failure({"error_type": "unknown", "message": ""}) == (
+        "the agent failed without saying why"
+    )
+    assert render.failure({"error_type": "RequestNotDelivered", "message": "x"}) == (
+        "RequestNotDelivered: x"
+    )
+
+
+def test_flags_show_as_flags_in_help() -> None:
+    for args in (
+        ["--help"],
+        ["executions", "get", "--help"],
+        ["reviews", "--help"],
+        ["invoke", "--help"],
+        ["keys", "list", "--help"],
+        ["dev", "--help"],
+    ):
+        shown = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+        assert shown.exit_code == 0, shown.output
+        assert "<bool>" not in shown.stdout, shown.stdout
+    get = CliRunner().invoke(app, ["executions", "get", "--help"], env={"COLUMNS": "200"})
+    assert "--json " in get.stdout and "--verbose" in get.stdout
+    dev = CliRunner().invoke(app, ["dev", "--help"], env={"COLUMNS": "200"})
+    assert "--log-format" in dev.stdout
+
+
+def test_invisible_characters_are_shown_in_text_and_exact_in_json(cli: Cli) -> None:
+    message = "Refund claim CLM-4821 \u202eevil\u202c and a bell\x07"
+    execution_id = cli.start("refund-approval", message)
+    shown = cli("executions", "get", execution_id)
+    assert shown.exit_code == 0, shown.output
+    assert "CLM-4821 <U+202E>evil<U+202C> and a bell<U+0007>" in shown.stdout
+    assert "\u202e" not in shown.stdout and "\x07" not in shown.stdout
+    listed = cli("reviews")
+    assert "<U+202E>" in listed.stdout and "\u202e" not in listed.stdout
+
+    raw = cli("executions", "get", execution_id, "--json")
+    assert json.loads(raw.stdout)["input"]["message"] == message
+    assert "\u202e" not in raw.stdout and "\\u202e" in raw.stdout
+
+    cli("executions", "resume", execution_id, "--decision", "approve", "--notes", "ok\u2066x")
+    trail = cli("executions", "audit", execution_id)
+    assert "ok<U+2066>x" in trail.stdout and "\u2066" not in trail.stdout
+
+
+def test_invisible_characters_in_the_review_prompt() -> None:
+    execution = {"suspend_context": {"amount\u200b": "240 \u202e042", "allowed_decisions": []}}
+    block = render.decision_block(execution, ["approve\u200f"])
+    assert "  amount<U+200B>: 240 <U+202E>042" in block and "1) approve<U+200F>" in block
+    action = {"name": "send\x1b[2J", "args": {"to": "a\u202eb"}, "description": "x\x00y"}
+    shown = render.action_block(action, 1, 1)
+    assert "send<U+001B>[2J" in shown and "to: a<U+202E>b" in shown and "x<U+0000>y" in shown
+
+
+def test_verbose_names_the_gateway_and_where_it_came_from(cli: Cli) -> None:
+    result = cli("reviews", "--verbose")
+    assert result.exit_code == 0, result.output
+    assert result.stderr.startswith(
+        f"interlock: gateway {cli.env['INTERLOCK_URL']} (from INTERLOCK_URL);"
+        " key from INTERLOCK_API_KEY; project demo, workspace default"
+    )
+    assert cli.env["INTERLOCK_API_KEY"] not in result.stderr
+
+
+def test_an_unreachable_gateway_says_where_the_url_came_from(tmp_path: Path) -> None:
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("[Errno 111] Connection refused", request=request)
+
+    down = httpx.Client(transport=httpx.MockTransport(refuse))
+    env = {
+        "INTERLOCK_PROFILE": str(tmp_path / "none.toml"),
+        "INTERLOCK_API_KEY": "k",
+        "INTERLOCK_URL": "",
+        "INTERLOCK_PORT": "8100",
+    }
+    result = CliRunner().invoke(app, ["reviews", "--json"], env=env, obj=lambda: down)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.splitlines() == [
+        "error: cannot reach the gateway at http://127.0.0.1:8100 ([Errno 111] Connection"
+        " refused); the URL is from the default with INTERLOCK_PORT=8100. Start Interlock with"
+        " `interlock dev` (or `make dev`), or point at a running one with --url or INTERLOCK_URL"
+    ]
