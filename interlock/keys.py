@@ -15,6 +15,7 @@ import typer
 
 from interlock import key_store
 from interlock.client.config import ConfigError, choose_profile
+from interlock.client.session import fail
 from interlock.client.visible import visible
 from shared.store.api_keys import ApiKeys
 
@@ -45,11 +46,11 @@ def _target() -> key_store.Target:
         profile = choose_profile(os.environ)
         settings = CommonSettings()
     except ConfigError as exc:
-        raise _fail(f"error: {exc}", EXIT_USAGE) from None
+        raise fail(f"error: {exc}", EXIT_USAGE) from None
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(part) for part in first["loc"])
-        raise _fail(f"error: invalid settings: {where}: {first['msg']}", EXIT_USAGE) from None
+        raise fail(f"error: invalid settings: {where}: {first['msg']}", EXIT_USAGE) from None
     defaults = key_store.MongoDefaults(
         settings.mongodb_uri, settings.mongodb_database, settings.mongodb_timeout_ms
     )
@@ -69,12 +70,7 @@ def _with_keys(action: Callable[[ApiKeys], Awaitable[T]], verbose: bool) -> T:
     try:
         return asyncio.run(run())
     except key_store.KeyStoreError as exc:
-        raise _fail(f"error: {visible(str(exc))}", EXIT_STORE) from None
-
-
-def _fail(message: str, code: int) -> typer.Exit:
-    typer.echo(message, err=True)
-    return typer.Exit(code)
+        raise fail(f"error: {visible(str(exc))}", EXIT_STORE) from None
 
 
 @keys_app.command("create")
@@ -101,7 +97,7 @@ def create_api_key(
         chosen = Role(role)
     except ValueError:
         allowed = ", ".join(r.value for r in Role)
-        raise _fail(f"error: unknown role {visible(role)!r}; use {allowed}", EXIT_USAGE) from None
+        raise fail(f"error: unknown role {visible(role)!r}; use {allowed}", EXIT_USAGE) from None
     try:
         key, secret = _with_keys(
             lambda keys: create_key(
@@ -116,7 +112,7 @@ def create_api_key(
         )
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
-        raise _fail(f"error: {first['loc'][0]}: {visible(first['msg'])}", EXIT_USAGE) from None
+        raise fail(f"error: {first['loc'][0]}: {visible(first['msg'])}", EXIT_USAGE) from None
     typer.echo(f"key id:  {key.key_id}\nrole:    {key.role.value}\nproject: {key.project_id}")
     if key.email:
         typer.echo(f"person:  {visible(key.email)}")
@@ -144,7 +140,7 @@ def revoke_api_key(
 ) -> None:
     """Revoke a key: it never authenticates again."""
     if not _with_keys(lambda keys: keys.revoke(project, key_id), verbose):
-        raise _fail(f"error: no key {visible(key_id)} in project {visible(project)}", EXIT_STORE)
+        raise fail(f"error: no key {visible(key_id)} in project {visible(project)}", EXIT_STORE)
     typer.echo(f"revoked {visible(key_id)}")
 
 
@@ -164,7 +160,7 @@ def new_encryption_key(
     try:
         Keyring.parse(entry)
     except KeyringError as exc:
-        raise _fail(f"error: {exc}", EXIT_USAGE) from None
+        raise fail(f"error: {exc}", EXIT_USAGE) from None
     typer.echo(entry)
     typer.echo(
         "Put it first in INTERLOCK_ENCRYPTION_KEYS (comma-separated, newest first) on the gateway"

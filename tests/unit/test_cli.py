@@ -507,3 +507,20 @@ def test_an_unreachable_gateway_says_where_the_url_came_from(tmp_path: Path) -> 
         " refused); the URL is from the default with INTERLOCK_PORT=8100. Start Interlock with"
         " `interlock dev` (or `make dev`), or point at a running one with --url or INTERLOCK_URL"
     ]
+
+
+def test_dev_passes_the_log_format_through(monkeypatch: pytest.MonkeyPatch) -> None:
+    from interlock import dev as dev_module
+
+    seen: list[str] = []
+
+    async def serve(settings: dev_module.DevSettings) -> None:
+        seen.append(settings.log_format)
+
+    monkeypatch.setattr(dev_module, "serve", serve)
+    for choice in ("json", "console", "auto"):
+        result = CliRunner().invoke(app, ["dev", "--log-format", choice], env={})
+        assert result.exit_code == 0, result.output
+    assert seen == ["json", "console", "auto"]
+    wrong = CliRunner().invoke(app, ["dev", "--log-format", "xml"])
+    assert wrong.exit_code == 2 and seen == ["json", "console", "auto"]
