@@ -98,7 +98,8 @@ def invoke(
             out().print(render.execution_panel(execution))
             if execution["status"] == "suspended":
                 typer.echo(
-                    f"Waiting for review: interlock executions resume {execution['execution_id']}"
+                    "Waiting for review: interlock executions resume"
+                    f" {render.plain(execution['execution_id'])}"
                     " --decision ..."
                 )
     raise typer.Exit(EXIT_CODES.get(execution["status"], EXIT_TIMEOUT))
@@ -127,7 +128,8 @@ def chat(gateway: Gateway, agent: str, timeout: float) -> None:
     """Prompt for messages until EOF. Each message starts a new execution of the agent (an
     execution is one conversation turn here; the agent sees only that message)."""
     typer.echo(
-        f"Chatting with {agent}: each message starts a new execution. Ctrl-D or 'exit' to quit."
+        f"Chatting with {render.plain(agent)}: each message starts a new execution."
+        " Ctrl-D or 'exit' to quit."
     )
     while True:
         try:

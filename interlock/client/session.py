@@ -14,10 +14,11 @@ from typing import Annotated
 import httpx
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from interlock.client.api import HTTP_TIMEOUT_SECONDS, ApiError, Gateway, GatewayUnreachable, Json
 from interlock.client.config import Config, ConfigError, load_config
-from interlock.client.render import print_json
+from interlock.client.render import plain, print_json
 from interlock.client.visible import visible
 
 EXIT_USAGE = 2
@@ -119,15 +120,16 @@ def spinner(text: str) -> Iterator[Callable[[str, Json], None]]:
     """A spinner with ``text``; yields a progress callback for ``Gateway.wait`` that shows what
     the agent is doing next to it (the step it finished, the words it is writing)."""
     # On stderr so `--json` output stays clean; Rich draws nothing when stderr is not a TTY.
-    with err().status(text) as status:
+    with err().status(Text(plain(text))) as status:
         words = ""
 
         def on_progress(kind: str, data: Json) -> None:
             nonlocal words
             if kind == "update":
-                status.update(f"{text}: finished {data.get('node')}")
+                status.update(Text(f"{text}: finished {plain(data.get('node'))}"))
             elif kind == "token":
                 words = (words + str(data.get("text", ""))).replace("\n", " ")[-60:]
-                status.update(f"{text}: {words}")
+                # A Text, not markup: the agent's words may hold "[...]" or escapes.
+                status.update(Text(f"{text}: {plain(words)}"))
 
         yield on_progress
