@@ -31,6 +31,7 @@ import httpx
 import pexpect
 import pytest
 
+from interlock.profile import RunningInstance, RunningProfile, mongodb_store
 from tests.e2e.cluster import REPO, Cluster, free_port
 from tests.e2e.conftest import ledger_entries
 from tests.eventually import eventually
@@ -492,15 +493,17 @@ async def test_scripts_get_exit_codes_json_and_one_line_errors(reviewer: Reviewe
         "--json",
         INTERLOCK_API_KEY="ilk_0000000000000000_wrong",
     )
-    assert (wrong_key.returncode, wrong_key.stdout, wrong_key.stderr) == (
+    assert (wrong_key.returncode, wrong_key.stderr) == (
         2,
-        "",
         "Authentication required: the API key is not valid (unknown, malformed or revoked)\n",
     )
+    # --json: the problem document on stdout too, for the script to read.
+    assert json.loads(wrong_key.stdout)["type"].endswith("/unauthenticated")
 
     down = await reviewer.run("reviews", "--url", f"http://127.0.0.1:{free_port()}")
     assert down.returncode == 2 and down.stdout == ""
     assert down.stderr.startswith("error: cannot reach the gateway at http://127.0.0.1:")
+    assert "the URL is from --url" in down.stderr
     assert down.stderr.count("\n") == 1 and "Traceback" not in down.stderr
 
 
@@ -540,3 +543,52 @@ async def test_a_cancelled_execution_ends_the_wait_at_once(
         result = await once
         assert result.returncode == 1, result
         assert json.loads(result.stdout)["status"] == "cancelled"
+
+
+@pytest.mark.timeout(300)
+async def test_in_the_folder_of_a_running_instance_the_cli_needs_no_settings(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """The running-instance profile as ``interlock up`` writes it (interlock/profile.py), here
+    for the test's cluster: the CLI reads the gateway and the key from it, and ``interlock keys``
+    writes to its MongoDB database, where the gateway finds a new key at once."""
+    folder = tmp_path / "checkout"
+    owner = await cluster.key(PROJECT)
+    RunningProfile(
+        RunningInstance(
+            url=cluster.base_url,
+            pid=os.getpid(),  # alive for as long as the test runs
+            store=mongodb_store(cluster.env["INTERLOCK_MONGODB_URI"], cluster.database),
+            api_key=owner,
+            project=PROJECT,
+            workspace=f"ws-cli-{uuid.uuid4().hex[:8]}",
+        ),
+        folder / ".interlock" / "profile.toml",
+    ).write()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INTERLOCK_")}
+    env["HOME"] = str(tmp_path / "home")
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*CLI, *args], cwd=folder, env=env, capture_output=True, text=True, timeout=2 * WAIT
+        )
+
+    listed = await asyncio.to_thread(cli, "executions", "list", "--json", "--verbose")
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout)["items"] == []
+    assert f"gateway {cluster.base_url} (from the profile {folder}" in listed.stderr
+
+    created = await asyncio.to_thread(
+        cli, "keys", "create", "--project", PROJECT, "--role", "PROJECT_READ_ONLY", "--verbose"
+    )
+    assert created.returncode == 0, created.stderr
+    assert f"database {cluster.database} (from the profile" in created.stderr
+    secret = created.stdout.split("secret:", 1)[1].split()[0]
+    read = await asyncio.to_thread(cli, "reviews", "--json", "--key", secret)
+    assert read.returncode == 0, read.stderr
+
+    key_id = created.stdout.split("key id:", 1)[1].split()[0]
+    revoked = await asyncio.to_thread(cli, "keys", "revoke", key_id, "--project", PROJECT)
+    assert revoked.returncode == 0, revoked.stderr
+    refused = await asyncio.to_thread(cli, "reviews", "--json", "--key", secret)
+    assert refused.returncode == 2 and json.loads(refused.stdout)["status"] == 401
