@@ -25,7 +25,7 @@ from services.gateway.notifications import build_notifications_router
 from services.gateway.problems import install_problem_handlers
 from services.gateway.routes import build_router
 from services.gateway.stream import StreamLimits, install_stream
-from services.gateway.web import install_api_docs, install_review_page
+from services.gateway.web import SignInDefaults, install_api_docs, install_review_page
 from shared.agents import load_registry
 from shared.bus import EventPublisher, KafkaPublisher, ListenerHost, create_broker
 from shared.custom_headers import SealingPublisher
@@ -226,7 +226,9 @@ def create_app(
     )
     install_stream(app, intake, keys, feed, limits=stream_limits)
     app.include_router(build_notifications_router(store_.notifications, keys, cursors))
-    install_review_page(app)
+    # In development the review page offers the development key's project (never the key).
+    dev_sign_in = SignInDefaults(DEV_PROJECT) if settings.environment == "development" else None
+    install_review_page(app, sign_in=dev_sign_in)
     install_api_docs(app)
     secret = settings.action_link_secret
     install_action_links(

@@ -1,20 +1,22 @@
 """The gateway serves the Pending Reviews page: the HTML with its security headers, the assets
-with types a browser accepts for module scripts and stylesheets, and ``/`` sends people there.
-The page itself is driven in Chromium by tests/e2e/test_review_page.py."""
+with types a browser accepts for module scripts and stylesheets, the sign-in defaults (the
+development project in development, nothing elsewhere, never a key), and ``/`` sends people
+there. The page itself is driven in Chromium by tests/e2e/test_review_page.py."""
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Iterator
 
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from pydantic import BaseModel
+from pydantic import BaseModel, SecretStr
 
 from services.gateway import app as gateway_app
-from services.gateway.app import GatewaySettings, create_app
-from services.gateway.web import STATIC_DIR, install_review_page
+from services.gateway.app import DEV_PROJECT, GatewaySettings, create_app
+from services.gateway.web import STATIC_DIR, SignInDefaults, install_review_page
 from shared.store.memory import InMemoryStore
 
 
@@ -28,14 +30,26 @@ class NoBroker:
         """Nothing is ever heard: these tests open no execution stream."""
 
 
-@pytest.fixture
-def client(monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
+DEV_KEY = "ilk_00000000000000de_a-development-key-the-page-must-never-show-00"
+
+
+def _serve(monkeypatch: pytest.MonkeyPatch, settings: GatewaySettings) -> TestClient:
     # create_app would reconfigure structlog for the whole process (see test_cli.py).
     monkeypatch.setattr(gateway_app, "configure_logging", lambda *args, **kwargs: None)
-    app = create_app(
-        GatewaySettings(environment="test"), store=InMemoryStore(), publisher=NoBroker()
-    )
-    with TestClient(app) as test_client:
+    return TestClient(create_app(settings, store=InMemoryStore(), publisher=NoBroker()))
+
+
+@pytest.fixture
+def client(monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
+    with _serve(monkeypatch, GatewaySettings(environment="test")) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def dev_client(monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
+    """A gateway as ``interlock dev`` runs it: development, with the development key."""
+    settings = GatewaySettings(environment="development", dev_api_key=DEV_KEY)
+    with _serve(monkeypatch, settings) as test_client:
         yield test_client
 
 
@@ -126,3 +140,60 @@ def test_an_existing_root_route_is_left_alone() -> None:
     with TestClient(app) as test_client:
         assert test_client.get("/").json() == {"home": "mine"}
         assert test_client.get("/reviews").status_code == 200
+
+
+def test_in_development_the_sign_in_form_is_offered_the_development_project(
+    dev_client: TestClient,
+) -> None:
+    response = dev_client.get("/reviews/config")
+    assert response.status_code == 200
+    assert response.json() == {"project": DEV_PROJECT, "workspace": "default"}
+    assert response.headers["cache-control"] == "no-cache"
+    assert response.headers["x-content-type-options"] == "nosniff"
+    # The key it names works there: the development key owns that project.
+    reviews = dev_client.get(
+        f"/api/v1/projects/{DEV_PROJECT}/executions",
+        params={"workspace_id": "default"},
+        headers={"Authorization": f"Bearer {DEV_KEY}"},
+    )
+    assert reviews.status_code == 200, reviews.text
+
+
+@pytest.mark.parametrize("environment", ["test", "production"])
+def test_elsewhere_the_sign_in_form_starts_empty(
+    monkeypatch: pytest.MonkeyPatch, environment: str
+) -> None:
+    # Production requires its own encryption key, as an operator would give it.
+    key = "k1:" + base64.b64encode(bytes(32)).decode()
+    settings = GatewaySettings(
+        environment=environment,
+        encryption_keys=SecretStr(key) if environment == "production" else None,
+    )
+    with _serve(monkeypatch, settings) as client:
+        assert client.get("/reviews/config").json() == {}
+        page = client.get("/reviews").text
+    for field in ("api-key", "project", "workspace"):
+        tag = re.search(rf"<input id=\"{field}\"[^>]*>", page)
+        assert tag is not None, field
+        assert "value=" not in tag.group(0), f"#{field} is pre-filled: {tag.group(0)}"
+
+
+def test_no_key_reaches_the_page_in_development(dev_client: TestClient) -> None:
+    """Anyone who can load the page can read what it is served: the key is typed, never sent."""
+    served = [dev_client.get("/reviews"), dev_client.get("/reviews/config")]
+    served += [dev_client.get(f"/reviews/static/{p.name}") for p in STATIC_DIR.iterdir()]
+    for response in served:
+        assert response.status_code == 200, response.url
+        assert DEV_KEY not in response.text, response.url
+        assert "development-key" not in response.text, response.url
+        assert "ilk_" not in response.text, response.url
+
+
+def test_sign_in_defaults_are_names_only() -> None:
+    app = FastAPI()
+    install_review_page(app, sign_in=SignInDefaults("proj-a", "ws-b"))
+    with TestClient(app) as test_client:
+        assert test_client.get("/reviews/config").json() == {
+            "project": "proj-a",
+            "workspace": "ws-b",
+        }

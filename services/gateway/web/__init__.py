@@ -6,6 +6,10 @@ could not do with curl. ``/docs`` is Swagger UI from the installed ``fastapi-off
 (no CDN). Both are sent with the same frame, sniffing and referrer protection and a Content
 Security Policy that admits this origin only. ``install_review_page(app)`` and
 ``install_api_docs(app)`` are the entry points.
+
+The page reads ``/reviews/config`` for what to put in its sign-in form: in development the
+project and workspace of the development key, so the first sign-in needs only the key; elsewhere
+nothing. The key itself is never sent: a page anyone may load must not hand one out.
 """
 
 from __future__ import annotations
@@ -14,18 +18,20 @@ import base64
 import hashlib
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import fastapi_offline
 from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse
 from starlette.responses import Response
 from starlette.routing import Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import Scope
 
 PAGE_PATH = "/reviews"
+CONFIG_PATH = f"{PAGE_PATH}/config"
 STATIC_PATH = f"{PAGE_PATH}/static"
 STATIC_DIR = Path(__file__).parent / "static"
 
@@ -68,16 +74,33 @@ class _SecuredStaticFiles(StaticFiles):
         return response
 
 
-def install_review_page(app: FastAPI) -> None:
-    """Serve the page at ``/reviews``, its assets under ``/reviews/static/``, and send ``/``
-    there unless the app already answers ``/``."""
+@dataclass(frozen=True)
+class SignInDefaults:
+    """What the sign-in form starts with. Only names, never a key."""
+
+    project: str
+    workspace: str = "default"
+
+    def as_config(self) -> dict[str, str]:
+        return {"project": self.project, "workspace": self.workspace}
+
+
+def install_review_page(app: FastAPI, *, sign_in: SignInDefaults | None = None) -> None:
+    """Serve the page at ``/reviews``, its sign-in defaults at ``/reviews/config`` (``sign_in``,
+    or nothing), its assets under ``/reviews/static/``, and send ``/`` there unless the app
+    already answers ``/``."""
     root_taken = any(isinstance(r, Route) and r.path == "/" for r in app.router.routes)
+    config = sign_in.as_config() if sign_in is not None else {}
 
     @app.get(PAGE_PATH, include_in_schema=False)
     async def review_page() -> FileResponse:
         return FileResponse(
             STATIC_DIR / "index.html", media_type="text/html", headers=SECURITY_HEADERS
         )
+
+    @app.get(CONFIG_PATH, include_in_schema=False)
+    async def review_page_config() -> JSONResponse:
+        return JSONResponse(config, headers=SECURITY_HEADERS)
 
     app.mount(STATIC_PATH, _SecuredStaticFiles(directory=STATIC_DIR), name="review-page-static")
 

@@ -3,6 +3,7 @@
 // gateway it talks to, so there is no URL to configure and no CORS.
 
 const SESSION_KEY = "interlock.reviews.session";
+const PAGE_CONFIG_PATH = "/reviews/config";
 const PAGE_SIZE = 200; // the API's maximum: the fewest requests per refresh of the list
 
 /** The signed-in reviewer: {key, project, workspace}, or null. sessionStorage, not
@@ -22,6 +23,13 @@ export function saveSession(session) {
 
 export function clearSession() {
   sessionStorage.removeItem(SESSION_KEY);
+}
+
+/** What the gateway suggests for the sign-in form: {project, workspace} in development (the
+ * development key's project), {} elsewhere. Never a key. */
+export async function loadPageConfig() {
+  const response = await fetch(PAGE_CONFIG_PATH, { headers: { Accept: "application/json" }, cache: "no-store" });
+  return response.ok ? response.json() : {};
 }
 
 /** An answer of the gateway that is not a success, or no answer at all (status 0). */

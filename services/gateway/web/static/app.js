@@ -2,7 +2,7 @@
 // Request window is review-window.js; watching for changes is watch.js (watchExecution and
 // watchPendingReviews); the API and the session are api.js.
 
-import { ApiError, clearSession, listPendingReviews, loadSession, saveSession } from "./api.js";
+import { ApiError, clearSession, listPendingReviews, loadPageConfig, loadSession, saveSession } from "./api.js";
 import { closeReview, installReviewWindow, openFromHash } from "./review-window.js";
 import { describeError, el, show, suspendReason, timeEl } from "./view.js";
 import { watchPendingReviews } from "./watch.js";
@@ -23,6 +23,16 @@ function showSignIn(message) {
   $("sign-in-error").textContent = message ?? "";
   show($("sign-in-error"), Boolean(message));
   $("api-key").focus();
+}
+
+/** Fill the project and workspace the gateway suggests (in development: the development key's
+ * project), unless the reviewer typed their own. The gateway never suggests a key. */
+async function prefillSignIn() {
+  const config = await loadPageConfig();
+  for (const field of ["project", "workspace"]) {
+    const input = $(field);
+    if (typeof config[field] === "string" && !input.value) input.value = config[field];
+  }
 }
 
 async function signIn(event) {
@@ -118,3 +128,6 @@ installReviewWindow((error) => {
 
 if (loadSession()) showReviews();
 else showSignIn();
+prefillSignIn().catch(() => {
+  // Only a convenience: without it the reviewer types the project, as in production.
+});
