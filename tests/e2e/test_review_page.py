@@ -3,8 +3,11 @@ separate processes over real Kafka and FerretDB.
 
 A reviewer signs in with an API key, sees an execution appear in the list without reloading,
 opens its Review Request window, decides, and follows it to its outcome; the API then shows what
-the page sent. Chromium and chromedriver come from Debian's packages (``scripts/test.sh``
-installs them); without them these tests fail, they do not skip. Each test uses a workspace of
+the page sent. Signing out forgets the key; in development the form starts with the development
+project.
+
+Chromium and chromedriver come from Debian's packages (``scripts/test.sh`` installs them);
+without them these tests fail, they do not skip. Each test uses a workspace of
 its own, so the list shows only the executions it started. Screenshots go to
 ``INTERLOCK_TEST_ARTIFACTS`` (default ``.artifacts/``), and so does the page of a failed test.
 """
@@ -14,6 +17,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,6 +26,8 @@ from typing import Any, TypeVar
 
 import httpx
 import pytest
+import uvicorn
+from pydantic import BaseModel
 from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
 from selenium.webdriver.chrome.options import Options
@@ -30,6 +37,10 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
+from interlock.dev import DEV_API_KEY
+from services.gateway import app as gateway_app
+from services.gateway.app import DEV_PROJECT, GatewaySettings, create_app
+from shared.store.memory import InMemoryStore
 from tests.e2e.cluster import REPO, Cluster
 from tests.e2e.conftest import ledger_entries
 
@@ -134,6 +145,48 @@ def api(cluster: Cluster, owner_key: str, workspace: str) -> Iterator[Api]:
 @pytest.fixture
 def page(browser: WebDriver, cluster: Cluster) -> ReviewPage:
     return ReviewPage(browser, cluster.base_url)
+
+
+class NoBroker:
+    """The development gateway's bus in test_development_fills_in_the_project: the page only
+    signs in and reads an empty list, so nothing is published or heard."""
+
+    async def publish(
+        self, event: BaseModel, topic: str, *, key: str, headers: dict[str, str] | None = None
+    ) -> None:
+        raise AssertionError("signing in publishes nothing")
+
+    def add_listener(self, topic: str, listener: object) -> None:
+        """Nothing is ever heard."""
+
+
+@pytest.fixture
+def development_gateway(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A gateway configured as ``interlock dev`` configures it (development, with the
+    development key), on the in-memory store, served on a loopback port: what a new user's
+    browser meets first. Its URL."""
+    # create_app would reconfigure structlog for the whole process (see test_cli.py).
+    monkeypatch.setattr(gateway_app, "configure_logging", lambda *args, **kwargs: None)
+    settings = GatewaySettings(environment="development", dev_api_key=DEV_API_KEY)
+    app = create_app(settings, store=InMemoryStore(), publisher=NoBroker())
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None))
+    thread = threading.Thread(target=server.run, name="development-gateway", daemon=True)
+    thread.start()
+    try:
+        # uvicorn only sets a flag once it listens (as in tests/live_gateway.py): poll it.
+        ticks = threading.Event()
+        for _ in range(500):
+            if server.started or not thread.is_alive():
+                break
+            ticks.wait(0.02)
+        assert server.started, "the development gateway did not start"
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=20)
 
 
 class Api:
@@ -387,7 +440,10 @@ def test_api_errors_are_shown_in_words(
     page: ReviewPage, api: Api, read_only_key: str, workspace: str
 ) -> None:
     page.sign_in("ilk_not-a-real-key", PROJECT, workspace)
-    page.wait_text("sign-in-error", "Authentication required")
+    refused = page.wait_text("sign-in-error", "Authentication required")
+    # Said on the sign-in form, so it asks for what the form offers (there is no sign-out here).
+    assert "Check the API key and sign in again" in refused
+    assert "Sign out" not in refused
     assert page.session_storage() is None
 
     page.sign_in(read_only_key, PROJECT, workspace)  # reading needs any role
@@ -446,4 +502,72 @@ def test_an_approval_that_needs_a_second_owner_waits_for_it(
     assert response.status_code == 202, response.text
     page.wait_text("progress-status", "completed")  # the window kept watching
     page.wait_text("outcome", "Refunded $240")
+    assert page.script_errors() == []
+
+
+def test_signing_out_forgets_the_key(
+    page: ReviewPage, api: Api, owner_key: str, workspace: str
+) -> None:
+    page.driver.get(f"{page.base_url}/reviews")
+    page.wait("the sign-in form", lambda d: d.find_element(By.ID, "api-key").is_displayed())
+    # Outside development the gateway suggests nothing (test_review_page.py in tests/unit has
+    # development): read what it suggests, then the form, which started from it.
+    suggested = page.driver.execute_async_script(
+        "const done = arguments[0];"
+        " fetch('/reviews/config').then((r) => r.json()).then(done, (e) => done(String(e)));"
+    )
+    assert suggested == {}
+    assert [page.by_id(f).get_attribute("value") for f in ("project", "workspace")] == ["", ""]
+
+    page.sign_in(owner_key, PROJECT, workspace)
+    execution_id = api.invoke("refund-approval", "Refund claim CLM-1002")
+    page.row(execution_id)
+    assert owner_key in str(page.session_storage())
+
+    page.by_id("sign-out").click()
+    page.wait_text("sign-in-note", "Signed out: this tab no longer holds the API key.")
+    assert page.session_storage() is None
+    assert page.by_id("api-key").get_attribute("value") == ""
+    assert not page.by_id("reviews").is_displayed()
+    assert not page.by_id("session-nav").is_displayed()
+    # The names stay for the next sign-in; only the key is gone.
+    assert page.by_id("project").get_attribute("value") == PROJECT
+    assert page.by_id("workspace").get_attribute("value") == workspace
+    body = page.driver.find_element(By.TAG_NAME, "body")
+    assert_screenshot(page.screenshot(body, "review-page-signout.png"))
+
+    # Nothing is left to sign in with after a reload either.
+    page.driver.refresh()
+    page.wait("the sign-in form", lambda d: d.find_element(By.ID, "api-key").is_displayed())
+    assert not page.by_id("reviews").is_displayed()
+    assert owner_key not in page.driver.page_source
+
+    # A kept key the gateway no longer takes: the page forgets it and asks for another.
+    stale = {"key": "ilk_0000000000000000_revoked", "project": PROJECT, "workspace": workspace}
+    page.driver.execute_script(
+        f"sessionStorage.setItem('{SESSION_KEY}', arguments[0])", json.dumps(stale)
+    )
+    page.driver.refresh()
+    refused = page.wait_text("sign-in-error", "Authentication required")
+    assert "Check the API key and sign in again" in refused
+    assert page.session_storage() is None
+    assert page.script_errors() == []
+
+
+def test_development_fills_in_the_project(browser: WebDriver, development_gateway: str) -> None:
+    """`interlock dev`'s gateway fills in the development key's project and workspace: a new
+    user pastes the key it printed and is in. The key itself is never in the page."""
+    page = ReviewPage(browser, development_gateway)
+    page.driver.get(f"{development_gateway}/reviews")
+    page.wait(
+        "the project filled in",
+        lambda d: d.find_element(By.ID, "project").get_attribute("value") == DEV_PROJECT,
+    )
+    assert page.by_id("workspace").get_attribute("value") == "default"
+    assert page.by_id("api-key").get_attribute("value") == ""
+    assert DEV_API_KEY not in page.driver.page_source
+    page.by_id("api-key").send_keys(DEV_API_KEY)
+    page.driver.find_element(By.CSS_SELECTOR, "#sign-in-form button[type=submit]").click()
+    page.wait_text("no-reviews", "No pending reviews")
+    assert page.text_of("session-label") == f"{DEV_PROJECT} / default"
     assert page.script_errors() == []

@@ -13,15 +13,19 @@ let stopList = () => {};
 
 // --- signing in and out ----------------------------------------------------------------------
 
-function showSignIn(message) {
+/** The sign-in form, with `message` as an error (a refused key) or `note` as news (signed out). */
+function showSignIn(message, note) {
   stopList();
   closeReview();
   show($("loading"), false);
   show($("reviews"), false);
   show($("session-nav"), false);
   show($("sign-in"));
+  $("api-key").value = "";
   $("sign-in-error").textContent = message ?? "";
   show($("sign-in-error"), Boolean(message));
+  $("sign-in-note").textContent = note ?? "";
+  show($("sign-in-note"), Boolean(note));
   $("api-key").focus();
 }
 
@@ -44,6 +48,7 @@ async function signIn(event) {
   };
   const button = event.submitter ?? $("sign-in-form").querySelector("button");
   button.disabled = true;
+  show($("sign-in-note"), false);
   try {
     // One read proves the key, the project and the workspace before anything is kept.
     await listPendingReviews({ session });
@@ -60,9 +65,15 @@ async function signIn(event) {
 
 function signOut(event) {
   event.preventDefault();
+  // The project and workspace stay in the form for the next sign-in; the key goes.
+  const session = loadSession();
+  if (session) {
+    $("project").value = session.project;
+    $("workspace").value = session.workspace;
+  }
   clearSession();
   history.replaceState(null, "", location.pathname);
-  showSignIn();
+  showSignIn(null, "Signed out: this tab no longer holds the API key.");
 }
 
 // --- the list ----------------------------------------------------------------------------------

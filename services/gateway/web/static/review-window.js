@@ -79,16 +79,23 @@ function onActivity(kind, data) {
 }
 
 export function closeReview() {
+  // Stop watching now, not when the close event comes: after a sign-out, a read in between
+  // would find no key and report it.
+  forgetReview();
   const dialog = $("review-dialog");
   if (dialog.open) dialog.close();
+}
+
+function forgetReview() {
+  review?.stop();
+  review = null;
 }
 
 function onDialogClosed() {
   // Esc, the close button, the back button or signing out: forget the execution and take it
   // out of the URL. The close event comes a task later; the window may have reopened since.
   if ($("review-dialog").open) return;
-  review?.stop();
-  review = null;
+  forgetReview();
   if (REVIEW_HASH.test(location.hash)) history.replaceState(null, "", location.pathname);
 }
 

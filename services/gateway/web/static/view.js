@@ -87,7 +87,8 @@ export function agentOutput(execution) {
 
 const HINTS_BY_STATUS = {
   0: "Check that the gateway is running, then try again.",
-  401: "Sign out and sign in again with a valid API key.",
+  // Said on the sign-in form: the page forgets a key the gateway refuses and asks for another.
+  401: "Check the API key and sign in again (`interlock keys create` makes one).",
   404: "Check the project and workspace, and that this key may see them.",
   429: "Too many requests: wait a moment and try again.",
   503: "A backing service is down: try again in a moment.",
