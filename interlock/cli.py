@@ -18,6 +18,7 @@ from typing import Any
 import typer
 
 from interlock.client.commands import executions_app, reviews
+from interlock.client.effects import effects
 from interlock.client.invoke import invoke
 from interlock.keys import keys_app
 
@@ -37,6 +38,7 @@ app.add_typer(keys_app, name="keys")
 app.add_typer(executions_app, name="executions")
 app.command("reviews")(reviews)
 app.command("invoke")(invoke)
+app.command("effects")(effects)
 
 
 class LogFormat(StrEnum):

@@ -86,6 +86,9 @@ def create_api_key(
         help="The person the key is for: separation of duties counts people, so their keys and"
         " the notification links sent to this address count as one reviewer.",
     ),
+    quiet: bool = typer.Option(
+        False, "--quiet", "-q", help="Print only the secret, as `KEY=$(...)` wants it."
+    ),
     verbose: Verbose = False,
 ) -> None:
     """Create a key and print its secret: it is shown this once and stored only as a hash."""
@@ -113,6 +116,9 @@ def create_api_key(
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         raise fail(f"error: {first['loc'][0]}: {visible(first['msg'])}", EXIT_USAGE) from None
+    if quiet:
+        typer.echo(secret)
+        return
     typer.echo(f"key id:  {key.key_id}\nrole:    {key.role.value}\nproject: {key.project_id}")
     if key.email:
         typer.echo(f"person:  {visible(key.email)}")

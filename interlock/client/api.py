@@ -132,6 +132,15 @@ class Gateway:
         data: Json = response.json()
         return data
 
+    def effects(self) -> Json:
+        """What the dev effects sink received (interlock/effects_sink.py)."""
+        return self._request(
+            "GET",
+            f"{self.config.url}/dev/effects",
+            missing="this Interlock hosts no effects sink: only `interlock dev` does, in the"
+            " development environment",
+        )
+
     def _execution_url(self, execution_id: str) -> str:
         # Quoted whole: an id with "/" or "?" in it must not reach another route.
         return f"{self._project}/executions/{quote(execution_id, safe='')}"

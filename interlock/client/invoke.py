@@ -47,6 +47,13 @@ EXIT_CODES = {
 QUIT_WORDS = frozenset({"exit", "quit"})
 """Typed alone at ``You>``, they end the chat instead of starting an execution."""
 
+Quiet = Annotated[
+    bool,
+    typer.Option(
+        "--quiet", "-q", help="Print only the execution's id (the exit code still says its state)."
+    ),
+]
+
 Timeout = Annotated[
     float, typer.Option("--timeout", min=0, help="Seconds to wait for a suspension or a result.")
 ]
@@ -68,6 +75,7 @@ def invoke(
     ] = None,
     timeout: Timeout = 120.0,
     as_json: AsJson = False,
+    quiet: Quiet = False,
     url: Url = None,
     key: Key = None,
     project: Project = None,
@@ -79,7 +87,9 @@ def invoke(
     Exit codes: 0 completed, 3 suspended for review, 1 error or cancelled, 2 usage or HTTP error,
     4 still running at --timeout (docs/cli.md)."""
     interactive = stdin_is_tty()
-    if message is None and file is None and not as_json and interactive:
+    if as_json and quiet:
+        raise fail("error: give --json or --quiet, not both")
+    if message is None and file is None and not (as_json or quiet) and interactive:
         with connect(
             ctx, url, key, project, workspace, as_json=as_json, verbose=verbose
         ) as gateway:
@@ -94,6 +104,8 @@ def invoke(
             )
         if as_json:
             render.print_json(out(), execution)
+        elif quiet:  # for `ID=$(interlock invoke ... --quiet)`
+            typer.echo(execution["execution_id"])
         else:
             out().print(render.execution_panel(execution))
             if execution["status"] == "suspended":

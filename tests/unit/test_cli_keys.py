@@ -110,6 +110,12 @@ def test_keys_go_to_the_sqlite_store_of_the_instance_running_here(
     unknown = CliRunner().invoke(app, ["keys", "revoke", "nope", "--project", "demo"], env=UNSET)
     assert unknown.exit_code == 1 and unknown.stderr == "error: no key nope in project demo\n"
 
+    quiet = CliRunner().invoke(
+        app, ["keys", "create", "--project", "demo", "--name", "bob", "--quiet"], env=UNSET
+    )
+    assert quiet.exit_code == 0, quiet.output
+    assert quiet.stdout.startswith("ilk_") and quiet.stdout.count("\n") == 1  # the secret alone
+
 
 def test_a_missing_sqlite_store_is_an_error_not_a_new_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
