@@ -1,10 +1,10 @@
 """The Pending Reviews page (``/reviews``) in headless Chromium, against the four services as
 separate processes over real Kafka and FerretDB.
 
-A reviewer signs in with an API key, sees an execution appear in the list without reloading,
-opens its Review Request window, decides, and follows it to its outcome; the API then shows what
-the page sent. Signing out forgets the key; in development the form starts with the development
-project.
+A reviewer signs in with an API key, sees an execution appear in the list without reloading
+(with a line of its context), opens its Review Request window, decides, and follows it to its
+outcome, told in words; the API then shows what the page sent. Signing out forgets the key; a
+long argument wraps inside its box; invisible characters (bidi controls, NUL) show as <U+XXXX>.
 
 Chromium and chromedriver come from Debian's packages (``scripts/test.sh`` installs them);
 without them these tests fail, they do not skip. Each test uses a workspace of
@@ -202,6 +202,11 @@ class Api:
         assert response.status_code == 202, response.text
         return str(response.json()["execution_id"])
 
+    def resume(self, execution_id: str, body: dict[str, Any]) -> None:
+        url = f"/api/v1/projects/{PROJECT}/executions/{execution_id}/resume"
+        response = self.client.post(url, params={"workspace_id": self.workspace}, json=body)
+        assert response.status_code == 202, response.text
+
     def get(self, execution_id: str, what: str = "") -> dict[str, Any]:
         url = f"/api/v1/projects/{PROJECT}/executions/{execution_id}{what}"
         response = self.client.get(url, params={"workspace_id": self.workspace})
@@ -300,6 +305,30 @@ class ReviewPage:
         assert element.screenshot(str(path)), f"no screenshot written to {path}"
         return path
 
+    def wait_api(self, what: str, condition: Callable[[], T]) -> T:
+        """Wait for the API (not the page) to show something, at WebDriverWait's pace."""
+        return self.wait(what, lambda _: condition())
+
+    def record_activity(self) -> None:
+        """Keep every line the live window's activity shows, however briefly."""
+        self.driver.execute_script(
+            """
+            const line = document.getElementById("progress-activity");
+            window.__interlockActivity = [];
+            new MutationObserver(() => {
+              const seen = window.__interlockActivity;
+              if (seen[seen.length - 1] !== line.textContent) seen.push(line.textContent);
+            }).observe(line, { childList: true, characterData: true, subtree: true });
+            """
+        )
+
+    def activity(self) -> list[str]:
+        return list(self.driver.execute_script("return window.__interlockActivity"))
+
+    def text_content(self, element: WebElement) -> str:
+        """The DOM's text, hidden parts included (Selenium's .text is what a reader sees)."""
+        return str(self.driver.execute_script("return arguments[0].textContent", element))
+
     def session_storage(self) -> Any:
         return self.driver.execute_script(f"return sessionStorage.getItem('{SESSION_KEY}')")
 
@@ -346,6 +375,9 @@ def test_a_refund_reviewed_from_the_live_list_to_its_outcome(
     assert page.document_is_marked()
     assert "refund-approval" in row.text
     assert "Approve refund of $240 for order #98765" in row.text
+    # The context a reviewer triages by, in one line under the reason.
+    summary = row.find_element(By.CSS_SELECTOR, ".context-summary")
+    assert summary.text == "claim_id: CLM-4821"
     assert_screenshot(page.screenshot(page.by_id("reviews"), "pending-reviews-list.png"))
 
     dialog = page.open_review(execution_id)
@@ -360,14 +392,21 @@ def test_a_refund_reviewed_from_the_live_list_to_its_outcome(
     page.choose("decision", "approve")
     page.type_into("reviewer-notes", "verified identity on the phone")
     assert_screenshot(page.screenshot(dialog, "review-window-refund.png"))
+    page.record_activity()
     page.submit()
 
     page.wait_text("progress-title", "Decision submitted")
     page.wait_text("progress-status", "completed")
-    assert "Refunded $240" in page.wait_text("outcome", "Refunded $240")
+    outcome = page.wait_text("outcome", "Refunded $240")
+    assert "Completed" in outcome
+    assert "Approved by key:" in outcome
+    assert "Reviewer notes: verified identity on the phone" in outcome
     # Only the execution stream reports the agent's steps: the window follows it, not a poll.
-    page.wait_text("progress-activity", "Agent finished step: issue_refund")
+    # Once it ends, the line says how, in words.
+    page.wait_text("progress-activity", "Finished: the execution completed.")
+    assert "Agent finished step: issue_refund" in page.activity()
     assert not page.by_id("decision-form").is_displayed()
+    assert_screenshot(page.screenshot(dialog, "review-page-outcome-refund.png"))
 
     done = api.get(execution_id)
     assert done["status"] == "completed"
@@ -390,6 +429,15 @@ def test_tool_calls_answered_one_by_one_with_an_edit_and_a_rejection(
     execution_id = api.invoke("outreach-email", "send 3 emails")
     row = page.row(execution_id)
     assert "3 tool calls to review: send_email \N{MULTIPLICATION SIGN}3" in row.text
+    summary = row.find_element(By.CSS_SELECTOR, ".context-summary").text
+    assert summary == (
+        "send_email (to: prospect1@example.com); send_email (to: prospect2@example.com);"
+        " send_email (to: prospect3@example.com)"
+    )
+    # Next to an agent's own interrupt, whose line is the first plain facts of its context.
+    refund = page.row(api.invoke("refund-approval", "Refund claim CLM-1002"))
+    assert refund.find_element(By.CSS_SELECTOR, ".context-summary").text == "claim_id: CLM-1002"
+    assert_screenshot(page.screenshot(page.by_id("reviews"), "review-page-list-context.png"))
 
     dialog = page.open_review(execution_id)
     actions = dialog.find_elements(By.CSS_SELECTOR, "fieldset.action")
@@ -418,11 +466,29 @@ def test_tool_calls_answered_one_by_one_with_an_edit_and_a_rejection(
     assert not page.by_id("action-2-args-error").is_displayed()  # it spoke of the old value
     page.type_into("reviewer-notes", "second prospect moved")
     assert_screenshot(page.screenshot(dialog, "review-window-actions.png"))
+    page.record_activity()
     page.submit()
 
     page.wait_text("progress-title", "Decision submitted")
     page.wait_text("progress-status", "completed")
-    page.wait_text("outcome", "Done.")
+    page.wait_text("progress-activity", "Finished: the execution completed.")
+    # The outcome in words, from the decision record; LangChain's words to the model (its tool
+    # message for a rejected call) stay in the agent's message, closed.
+    outcome = page.wait_text("outcome", "Tool calls reviewed by key:")
+    assert "send_email (call 1): approved" in outcome
+    assert (
+        "send_email (call 2): edited arguments: to: prospect2@example.com"
+        " \N{RIGHTWARDS ARROW} reviewed@example.com"
+    ) in outcome
+    assert "send_email (call 3): rejected: not this prospect" in outcome
+    assert "Reviewer notes: second prospect moved" in outcome
+    assert "User rejected" not in outcome
+    assert "The agent's last message" in outcome
+    assert "Done." in page.text_content(page.by_id("outcome"))
+    # LangChain's middleware hooks are no step of the reviewer's: the live line never names one.
+    assert page.activity(), "the live window showed no activity"
+    assert not [line for line in page.activity() if "Middleware" in line], page.activity()
+    assert_screenshot(page.screenshot(dialog, "review-page-outcome-words.png"))
 
     done = api.get(execution_id)
     assert done["status"] == "completed"
@@ -551,6 +617,135 @@ def test_signing_out_forgets_the_key(
     refused = page.wait_text("sign-in-error", "Authentication required")
     assert "Check the API key and sign in again" in refused
     assert page.session_storage() is None
+    assert page.script_errors() == []
+
+
+LONG_ANSWER = "https://example.com/" + "a" * 400 + "\N{RIGHT-TO-LEFT OVERRIDE}fdp.exe"
+"""A reviewer's answer the outreach agent puts in an email's body: a long unbroken string (and a
+bidi override, which the page must show rather than obey)."""
+
+
+def test_a_long_argument_wraps_inside_the_action_box(
+    page: ReviewPage, api: Api, owner_key: str, workspace: str
+) -> None:
+    # outreach-email asks the user first, then writes the answer into the email it sends.
+    execution_id = api.invoke("outreach-email", "ask the user, then send 1 email")
+    asked = wait_for_tool_calls(page, api, execution_id)
+    assert asked["reviews"][0]["actions"][0]["name"] == "ask_user"
+    api.resume(
+        execution_id,
+        {
+            "decisions": [{"type": "respond", "message": LONG_ANSWER}],
+            "generation": asked["generation"],
+        },
+    )
+    wait_for_tool_calls(page, api, execution_id, after=asked["generation"])
+
+    page.sign_in(owner_key, PROJECT, workspace)
+    row = page.row(execution_id)
+    summary = row.find_element(By.CSS_SELECTOR, ".context-summary").text
+    assert summary == "send_email (to: prospect1@example.com)"
+    dialog = page.open_review(execution_id)
+    action = dialog.find_element(By.CSS_SELECTOR, "fieldset.action")
+    arguments = action.find_element(By.CSS_SELECTOR, "pre.json")
+    assert "a" * 400 in arguments.text
+    page.choose("action-1-decision", "edit")  # the arguments editor shows the value too
+
+    # Every box of the action shows its whole width: nothing scrolls sideways or sticks out.
+    sizes = page.driver.execute_script(
+        """
+        const [action, dialog] = arguments;
+        const body = dialog.querySelector(".dialog-body").getBoundingClientRect();
+        return [action, ...action.querySelectorAll("pre, p, textarea, legend")]
+          .filter((e) => e.offsetParent !== null)
+          .map((e) => ({
+            what: e.tagName + "." + e.className,
+            scroll: e.scrollWidth,
+            client: e.clientWidth,
+            right: e.getBoundingClientRect().right,
+            limit: body.right,
+          }));
+        """,
+        action,
+        dialog,
+    )
+    assert len(sizes) >= 4, sizes
+    for size in sizes:
+        assert size["scroll"] <= size["client"], size
+        assert size["right"] <= size["limit"] + 0.5, size
+    assert page.driver.execute_script(
+        "return arguments[0].scrollWidth <= arguments[0].clientWidth", dialog
+    )
+
+    # The override is shown, not obeyed; the editor keeps it as a JSON escape, so an edit sends
+    # the very same text back.
+    assert "<U+202E>fdp.exe" in arguments.text
+    assert "\N{RIGHT-TO-LEFT OVERRIDE}" not in page.text_content(arguments)
+    edited = page.by_id("action-1-args").get_attribute("value") or ""
+    assert "\\u202e" in edited
+    assert LONG_ANSWER in json.loads(edited)["body"]
+    assert_screenshot(page.screenshot(dialog, "review-page-long-argument.png"))
+    assert page.script_errors() == []
+
+
+def wait_for_tool_calls(
+    page: ReviewPage, api: Api, execution_id: str, *, after: int = 0
+) -> dict[str, Any]:
+    """The execution once it waits on tool calls, in a suspension after generation ``after``."""
+
+    def waiting() -> dict[str, Any] | None:
+        execution = api.get(execution_id)
+        reviews = execution.get("reviews") or []
+        asks = execution["status"] == "suspended" and reviews and reviews[0].get("actions")
+        return execution if asks and execution["generation"] > after else None
+
+    found = page.wait_api(f"execution {execution_id} to wait on tool calls", waiting)
+    assert found is not None
+    return found
+
+
+INVISIBLE = {
+    "\N{RIGHT-TO-LEFT OVERRIDE}": "<U+202E>",
+    "\N{NULL}": "<U+0000>",
+    "\N{ZERO WIDTH SPACE}": "<U+200B>",
+    "\N{LEFT-TO-RIGHT ISOLATE}": "<U+2066>",
+    "\N{POP DIRECTIONAL ISOLATE}": "<U+2069>",
+    "\N{RIGHT-TO-LEFT MARK}": "<U+200F>",
+    "\N{ZERO WIDTH NO-BREAK SPACE}": "<U+FEFF>",
+    "\x85": "<U+0085>",
+}
+
+
+def test_invisible_characters_are_shown_as_escapes(
+    page: ReviewPage, api: Api, owner_key: str, workspace: str
+) -> None:
+    message = "Refund claim CLM-4821, invoice_\u202etxt.exe\x00 \u200b\u2066ok\u2069"
+    execution_id = api.invoke("refund-approval", message)
+    page.sign_in(owner_key, PROJECT, workspace)
+    page.row(execution_id)
+    dialog = page.open_review(execution_id)
+
+    shown = page.text_of("review-message")
+    assert shown == (
+        "Refund claim CLM-4821, invoice_<U+202E>txt.exe<U+0000> <U+200B><U+2066>ok<U+2069>"
+    )
+    tokens = page.by_id("review-message").find_elements(By.CSS_SELECTOR, ".invisible-char")
+    assert len(tokens) == 5  # each marked apart from text the agent could have typed
+    assert not set(INVISIBLE) & set(page.text_content(page.by_id("review-message")))
+    assert api.get(execution_id)["input"]["message"] == message  # stored as sent
+
+    # A reviewer's notes (here from another reviewer, over the API) are shown the same way.
+    notes = "checked\u202e on the phone\u200f\ufeff\x85 ok"
+    execution = api.get(execution_id)
+    api.resume(
+        execution_id,
+        {"decision": "approve", "reviewer_notes": notes, "generation": execution["generation"]},
+    )
+    outcome = page.wait_text("outcome", "Reviewer notes:")
+    assert "Reviewer notes: checked<U+202E> on the phone<U+200F><U+FEFF><U+0085> ok" in outcome
+    assert not set(INVISIBLE) & set(page.text_content(page.by_id("outcome")))
+    assert api.get(execution_id, "/audit")["decisions"][0]["reviewer_notes"] == notes
+    assert_screenshot(page.screenshot(dialog, "review-page-invisible-characters.png"))
     assert page.script_errors() == []
 
 

@@ -4,7 +4,9 @@
 
 import { ApiError, clearSession, listPendingReviews, loadPageConfig, loadSession, saveSession } from "./api.js";
 import { closeReview, installReviewWindow, openFromHash } from "./review-window.js";
+import { contextSummary } from "./summary.js";
 import { describeError, el, show, suspendReason, timeEl } from "./view.js";
+import { setText } from "./visible.js";
 import { watchPendingReviews } from "./watch.js";
 
 const $ = (id) => document.getElementById(id);
@@ -22,7 +24,7 @@ function showSignIn(message, note) {
   show($("session-nav"), false);
   show($("sign-in"));
   $("api-key").value = "";
-  $("sign-in-error").textContent = message ?? "";
+  setText($("sign-in-error"), message ?? "");
   show($("sign-in-error"), Boolean(message));
   $("sign-in-note").textContent = note ?? "";
   show($("sign-in-note"), Boolean(note));
@@ -56,7 +58,7 @@ async function signIn(event) {
     $("api-key").value = "";
     showReviews();
   } catch (error) {
-    $("sign-in-error").textContent = describeError(error);
+    setText($("sign-in-error"), describeError(error));
     show($("sign-in-error"));
   } finally {
     button.disabled = false;
@@ -83,7 +85,7 @@ function showReviews() {
   show($("loading"), false);
   show($("sign-in"), false);
   show($("reviews"));
-  $("session-label").textContent = `${session.project} / ${session.workspace}`;
+  setText($("session-label"), `${session.project} / ${session.workspace}`);
   show($("session-nav"));
   stopList();
   stopList = watchPendingReviews(renderList, (error) => {
@@ -92,7 +94,7 @@ function showReviews() {
       showSignIn(describeError(error));
       return;
     }
-    $("list-error").textContent = describeError(error);
+    setText($("list-error"), describeError(error));
     show($("list-error"));
   });
   openFromHash();
@@ -109,12 +111,18 @@ function renderList(items) {
 
 function reviewRow(execution) {
   const href = `#review=${encodeURIComponent(execution.execution_id)}`;
+  const summary = contextSummary(execution);
   const row = el(
     "tr",
     { "data-execution-id": execution.execution_id },
     el("td", {}, el("span", { className: "agent" }, execution.agent), el("br"), el("code", { className: "id" }, execution.execution_id)),
     el("td", {}, timeEl(execution.created_at)),
-    el("td", { className: "reason-cell" }, suspendReason(execution)),
+    el(
+      "td",
+      { className: "reason-cell" },
+      el("span", { className: "reason-line" }, suspendReason(execution)),
+      summary ? el("span", { className: "context-summary" }, summary) : null,
+    ),
     el(
       "td",
       { className: "open-cell" },

@@ -12,6 +12,7 @@
 // interrupts are pending, the "interrupt_id" of the first, which is the one answered.
 
 import { el } from "./view.js";
+import { editableJson, setText } from "./visible.js";
 
 /** A value the reviewer must fix before anything is sent; `field` is the control to focus. */
 export class FieldError extends Error {
@@ -60,7 +61,7 @@ export function renderDecisionFields(container, execution) {
 /** Show `error` next to its field and move the focus there. */
 export function showFieldError(error) {
   const message = document.getElementById(`${error.field.id}-error`);
-  message.textContent = error.message;
+  setText(message, error.message);
   message.hidden = false;
   error.field.setAttribute("aria-invalid", "true");
   error.field.focus();
@@ -113,7 +114,7 @@ function actionControl(fieldset, action, position, total) {
       rows: 6,
       spellcheck: false,
       className: "code",
-      value: JSON.stringify(action.args ?? {}, null, 2),
+      value: editableJson(action.args ?? {}),
     }),
     "Edited arguments (JSON)",
     "The call runs with these arguments instead.",

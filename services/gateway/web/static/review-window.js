@@ -3,6 +3,7 @@
 // (the list's links set it, so a notification can link straight to one review).
 
 import { ApiError, loadSession, submitDecision } from "./api.js";
+import { decisionLines, endHeadline, endInWords, stepInWords } from "./outcome.js";
 import { FieldError, renderDecisionFields, showFieldError } from "./review-form.js";
 import {
   agentOutput,
@@ -17,6 +18,7 @@ import {
   suspendReason,
   timeEl,
 } from "./view.js";
+import { setText } from "./visible.js";
 import { watchExecution } from "./watch.js";
 
 const $ = (id) => document.getElementById(id);
@@ -35,7 +37,8 @@ export function installReviewWindow(unauthorized) {
 }
 
 /** The window's state: which execution, the suspension its form shows, and once an answer was
- * sent, what became of it ("Decision submitted", or an approval that waits for more owners). */
+ * sent, what became of it ("Decision submitted", or an approval that waits for more owners);
+ * `asked` keeps each suspension's reviews seen here, to name the tool calls in its outcome. */
 let review = null;
 
 /** Open the window on the execution the URL names, or close it when the URL names none. */
@@ -48,7 +51,15 @@ export function openFromHash() {
   const executionId = decodeURIComponent(match[1]);
   if (review?.executionId === executionId) return;
   review?.stop();
-  review = { executionId, shown: null, submitted: null, readBody: null, stop: () => {} };
+  review = {
+    executionId,
+    shown: null,
+    submitted: null,
+    readBody: null,
+    ended: false,
+    asked: new Map(),
+    stop: () => {},
+  };
   for (const id of ["review-content", "review-error", "progress", "progress-activity"]) {
     show($(id), false);
   }
@@ -66,14 +77,19 @@ export function openFromHash() {
 }
 
 /** What the agent is doing now, from the stream: the step it finished, or the words it is
- * writing (the last 200 characters, so a long answer does not grow the window). */
+ * writing (the last 200 characters, so a long answer does not grow the window). Once the
+ * execution has ended the line says so, and late events no longer change it. */
 function onActivity(kind, data) {
+  if (review.ended) return;
   const line = $("progress-activity");
-  if (kind === "update") line.textContent = `Agent finished step: ${data.node}`;
-  else if (kind === "token") {
+  if (kind === "update") {
+    const step = stepInWords(data.node);
+    if (step === null) return; // a middleware hook or LangGraph's own: nothing a reviewer asked
+    setText(line, step);
+  } else if (kind === "token") {
     const text = (line.dataset.tokens ?? "") + data.text;
     line.dataset.tokens = text.slice(-200);
-    line.textContent = `Agent: ${line.dataset.tokens}`;
+    setText(line, `Agent: ${line.dataset.tokens}`);
   }
   show(line);
 }
@@ -105,7 +121,7 @@ function onWatchError(error) {
     return;
   }
   show($("review-loading"), false);
-  $("review-error").textContent = describeError(error);
+  setText($("review-error"), describeError(error));
   show($("review-error"));
 }
 
@@ -125,6 +141,7 @@ function onExecution(execution) {
   show($("review-loading"), false);
   show($("review-error"), false);
   show($("review-content"));
+  if (execution.status === "suspended") review.asked.set(execution.suspension_id, execution.reviews ?? []);
   if (askedAnew(review.shown, execution)) {
     const again = review.submitted !== null;
     review.shown = execution;
@@ -165,10 +182,10 @@ function renderRequest(execution) {
   );
   $("review-message").replaceChildren(
     ...inputMessages(execution).map((m) =>
-      el("blockquote", {}, m.role === "user" ? null : el("span", { className: "role" }, `${m.role}: `), m.content),
+      el("blockquote", {}, m.role === "user" ? null : el("span", { className: "role" }, `${m.role}: `), plain(m.content, 2)),
     ),
   );
-  $("review-reason").textContent = execution.status === "suspended" ? suspendReason(execution) : "—";
+  setText($("review-reason"), execution.status === "suspended" ? suspendReason(execution) : "—");
   const context = execution.suspend_context;
   show($("review-context-section"), Boolean(context));
   if (context) {
@@ -176,7 +193,7 @@ function renderRequest(execution) {
     const items = pendingActions(execution).length ? [] : contextItems(execution);
     $("review-context").replaceChildren(...items.flatMap(([key, value]) => fact(key, plain(value, 2))));
     show($("review-context"), items.length > 0);
-    $("review-context-raw").textContent = JSON.stringify(context, null, 2);
+    setText($("review-context-raw"), JSON.stringify(context, null, 2));
   }
 }
 
@@ -190,19 +207,57 @@ function progress(title, execution) {
   // applies it: say what is happening rather than what was.
   const applying = review?.submitted?.accepted && execution.status === "suspended";
   $("progress-status").replaceChildren(statusEl(applying ? "resuming" : execution.status));
-  const outcome = $("outcome");
-  if (execution.status === "completed") {
-    outcome.replaceChildren(el("h3", {}, "Outcome"), el("p", { className: "output" }, agentOutput(execution) ?? "Completed."));
-  } else if (execution.status === "error") {
-    outcome.replaceChildren(el("h3", {}, "Outcome"), el("p", { className: "error" }, `Failed: ${plain(execution.error)}`));
-  } else if (execution.status === "cancelled") {
-    outcome.replaceChildren(el("h3", {}, "Outcome"), el("p", {}, "Cancelled."));
-  } else if (execution.status === "expired") {
-    outcome.replaceChildren(el("h3", {}, "Outcome"), el("p", {}, "Expired: nobody reviewed it before its deadline."));
-  } else {
-    outcome.replaceChildren();
+  const ended = TERMINAL.has(execution.status);
+  if (ended) {
+    review.ended = true;
+    const line = $("progress-activity");
+    setText(line, endInWords(execution.status));
+    show(line);
   }
-  outcome.hidden = !TERMINAL.has(execution.status);
+  $("outcome").replaceChildren(...(ended ? outcomeNodes(execution) : []));
+  show($("outcome"), ended);
+}
+
+/** How it ended, what each review decided, and the agent's last words. */
+function outcomeNodes(execution) {
+  const decided = decisionLines(execution, (record) => askedActionNames(record));
+  const nodes = [
+    el("h3", {}, "Outcome"),
+    el("p", { className: execution.status === "error" ? "error" : "outcome-headline" }, endHeadline(execution)),
+  ];
+  if (decided.length) {
+    nodes.push(
+      el("h3", {}, "Decisions"),
+      el(
+        "ul",
+        { className: "decision-lines" },
+        decided.map(({ headline, details }) =>
+          el("li", {}, headline, details.length ? el("ul", {}, details.map((line) => el("li", {}, line))) : null),
+        ),
+      ),
+    );
+  }
+  const output = agentOutput(execution);
+  if (output !== null) {
+    // After tool-call reviews the agent's last message may quote what LangChain wrote to it
+    // for each call (its text for a rejection): the decisions above say it in words, so the
+    // message is there on request.
+    const quotesToolResults = (execution.decisions ?? []).some((record) => record.decisions);
+    const message = el("p", { className: "output" }, output);
+    nodes.push(
+      quotesToolResults
+        ? el("details", { className: "agent-message" }, el("summary", {}, "The agent's last message"), message)
+        : el("div", { className: "agent-message" }, el("h3", {}, "The agent's answer"), message),
+    );
+  }
+  return nodes;
+}
+
+/** The tool calls a decision record answered, by name, as this window saw them asked. */
+function askedActionNames(record) {
+  const reviews = review?.asked.get(record.suspension_id) ?? [];
+  const answered = reviews.find((r) => r.interrupt_id === record.interrupt_id) ?? (reviews.length === 1 ? reviews[0] : null);
+  return (answered?.actions ?? []).map((action) => action.name);
 }
 
 async function submit(event) {
@@ -238,7 +293,7 @@ async function submit(event) {
     progress(current.submitted.title, current.shown);
   } catch (error) {
     if (current !== review) return;
-    $("submit-error").textContent = describeError(error);
+    setText($("submit-error"), describeError(error));
     show($("submit-error"));
   } finally {
     button.disabled = false;

@@ -1,5 +1,8 @@
 // Small DOM and wording helpers. Everything from the API is put in the page as text nodes
-// (never innerHTML): agent output and reviewer notes are untrusted.
+// (never innerHTML): agent output and reviewer notes are untrusted. Text children go through
+// visible.js, so invisible characters in them show as <U+XXXX> tokens.
+
+import { visibleNodes } from "./visible.js";
 
 /** `el("p", {className: "x"}, "text", child)`: an element with properties and children. */
 export function el(tag, props = {}, ...children) {
@@ -12,7 +15,10 @@ export function el(tag, props = {}, ...children) {
       node[name] = value;
     }
   }
-  node.append(...children.flat().filter((c) => c !== null && c !== undefined && c !== false));
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(...(child instanceof Node ? [child] : visibleNodes(String(child))));
+  }
   return node;
 }
 
@@ -42,7 +48,7 @@ export function pendingActions(execution) {
   return (execution.reviews ?? []).filter((r) => r.kind === "actions").flatMap((r) => r.actions ?? []);
 }
 
-const REASON_KEYS = ["task_description", "reason", "description", "question", "message"];
+export const REASON_KEYS = ["task_description", "reason", "description", "question", "message"];
 
 /** Why the execution waits, in one line: the agent's own words where it gave some. */
 export function suspendReason(execution) {
