@@ -74,6 +74,15 @@ class Dev:
             assert self.process.wait(timeout=30) == 0, self.log.read_text(errors="replace")
         self.process = None
 
+    def invoke(self, agent: str, message: str) -> str:
+        invoked = self.call(
+            "POST",
+            f"{API}/workspaces/default/invoke",
+            json={"agent": agent, "message": message},
+        )
+        assert invoked.status_code == 202, invoked.text
+        return str(invoked.json()["execution_id"])
+
     def approve(self, execution_id: str, notes: str) -> None:
         resumed = self.call(
             "POST",
@@ -137,13 +146,7 @@ def test_the_same_process_runs_on_kafka_and_mongodb(
 
 def approve_a_refund_across_a_restart(dev: Dev) -> None:
     dev.start()
-    invoked = dev.call(
-        "POST",
-        f"{API}/workspaces/default/invoke",
-        json={"agent": "refund-approval", "message": "Refund claim CLM-4821"},
-    )
-    assert invoked.status_code == 202, invoked.text
-    execution_id = invoked.json()["execution_id"]
+    execution_id = dev.invoke("refund-approval", "Refund claim CLM-4821")
     suspended = dev.wait_for(execution_id, "suspended")
     assert suspended["suspend_context"]["claim_id"] == "CLM-4821"
 
@@ -178,13 +181,7 @@ def test_outreach_emails_reach_the_effects_sink_once_each_across_a_restart(dev: 
     """The README's replay demonstration: the email before each review is sent once, although
     LangGraph runs the interrupted node again from its first line on every resume."""
     dev.start()
-    invoked = dev.call(
-        "POST",
-        f"{API}/workspaces/default/invoke",
-        json={"agent": "outreach", "message": "Reach out in 2 stages"},
-    )
-    assert invoked.status_code == 202, invoked.text
-    execution_id = invoked.json()["execution_id"]
+    execution_id = dev.invoke("outreach", "Reach out in 2 stages")
     dev.wait_for(execution_id, "suspended")
     dev.stop()
     dev.start()
