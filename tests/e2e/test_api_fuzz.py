@@ -1,17 +1,22 @@
 """Schemathesis against the served OpenAPI spec, with a valid owner key: no 5xx, and every
-response conforms to the spec (status codes, content types, bodies)."""
+response conforms to the spec (status codes, content types, bodies). Its stateful phase chains
+calls through the OpenAPI links, and must follow every link the invoke route declares."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
 from tests.e2e.cluster import Cluster
-from tests.e2e.conftest import PROJECT
+from tests.e2e.conftest import PROJECT, WORKSPACE
+from tests.e2e.test_security_edge import gateway_process
 
 pytestmark = pytest.mark.e2e
 
@@ -23,6 +28,59 @@ CHECKS = ",".join(
         "response_schema_conformance",
     )
 )
+INVOKE = "/api/v1/projects/{project_id}/workspaces/{workspace_id}/invoke"
+STREAM_SECONDS = "0.5"
+"""The fuzzed gateway's stream lifetime. Schemathesis carries real scopes and ids into later
+requests, so streams open for real (the workspace's changes, a suspended execution's events);
+their keep-alive comments defeat its read timeout, and at the default 15 minutes they held the
+run until the server was declared unavailable."""
+
+# Random scopes and agents are refused before anything starts (403/404, unknown-agent), so the
+# stateful phase would rarely get the 202 its links start from: the invoke is pinned to the
+# key's project, a registered agent and a message (the other fields are still generated). The
+# stateful phase gets more scenarios than the others, and no link calibration: that lowers the
+# odds of following a link whose calls fail (most generated decisions are refused, most
+# generated Last-Event-IDs too), and with it the run followed Resume or Stream as few as twice.
+CONFIG = f"""
+[generation]
+max-examples = 40
+
+[phases.stateful]
+link-calibration = false
+
+[phases.stateful.generation]
+max-examples = 120
+
+[[operations]]
+include-name = "POST {INVOKE}"
+parameters = {{ "path.project_id" = "{PROJECT}", "path.workspace_id" = "{WORKSPACE}", \
+"body.agent" = "refund-approval", "body.message" = "Refund order 1042: it arrived broken" }}
+"""
+
+
+def declared_links(spec: dict[str, Any]) -> set[str]:
+    """The invoke's links, named as schemathesis names the transitions it follows."""
+    links = spec["paths"][INVOKE]["post"]["responses"]["202"]["links"]
+    named = set()
+    for name, link in links.items():
+        escaped, _, method = link["operationRef"].removeprefix("#/paths/").rpartition("/")
+        path = escaped.replace("~1", "/").replace("~0", "~")
+        named.add(f"POST {INVOKE} -> [202] {name} -> {method.upper()} {path}")
+    return named
+
+
+def followed_links(events: Path) -> set[str]:
+    """Transitions of the run whose parameters were filled from a response (NDJSON report)."""
+    followed = set()
+    for line in events.read_text().splitlines():
+        finished = json.loads(line).get("ScenarioFinished")
+        if finished is None:
+            continue
+        for case in finished["recorder"].get("cases", {}).values():
+            transition = case.get("transition")
+            if transition and case.get("is_transition_applied"):
+                followed.add(transition["id"])
+    return followed
 
 
 @pytest.mark.timeout(600)
@@ -30,25 +88,41 @@ async def test_the_served_api_holds_to_its_spec(cluster: Cluster, tmp_path: Path
     secret = await cluster.key(PROJECT)
     binary = shutil.which("schemathesis", path=str(Path(sys.executable).parent))
     assert binary is not None, "schemathesis is a dev dependency: pip install -e '.[dev]'"
-    process = await asyncio.create_subprocess_exec(
-        binary,
-        "run",
-        f"{cluster.base_url}/openapi.json",
-        "--header",
-        f"Authorization: Bearer {secret}",
-        "--checks",
-        CHECKS,
-        "--max-examples",
-        "40",
-        "--seed",
-        "20261130",
-        "--request-timeout",
-        "30",
-        "--report-dir",
-        str(tmp_path),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    output, _ = await asyncio.wait_for(process.communicate(), timeout=540)
-    text = output.decode(errors="replace")
-    assert process.returncode == 0, text[-6000:]
+    config = tmp_path / "schemathesis.toml"
+    config.write_text(CONFIG)
+    events = tmp_path / "events.ndjson"
+    async with gateway_process(
+        cluster, "gateway-fuzz", INTERLOCK_STREAM_MAX_SECONDS=STREAM_SECONDS
+    ) as gateway:
+        process = await asyncio.create_subprocess_exec(
+            binary,
+            "--config-file",
+            str(config),
+            "run",
+            f"{gateway.url}/openapi.json",
+            "--header",
+            f"Authorization: Bearer {secret}",
+            "--checks",
+            CHECKS,
+            "--seed",
+            "20261130",
+            "--request-timeout",
+            "30",
+            "--report",
+            "ndjson",
+            "--report-ndjson-path",
+            str(events),
+            "--report-dir",
+            str(tmp_path),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        output, _ = await asyncio.wait_for(process.communicate(), timeout=480)
+        text = output.decode(errors="replace")
+        assert process.returncode == 0, text[-6000:]
+        async with httpx.AsyncClient() as client:
+            spec = (await client.get(f"{gateway.url}/openapi.json")).json()
+    declared = declared_links(spec)
+    assert len(declared) == 5, declared
+    missed = declared - followed_links(events)
+    assert not missed, f"the stateful phase never followed {sorted(missed)}:\n{text[-3000:]}"
