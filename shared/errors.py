@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sqlite3
+import sys
+
 
 class InterlockError(Exception):
     """Base of every error Interlock raises on purpose."""
@@ -13,6 +16,12 @@ class RetryableError(InterlockError):
     """A dependency (broker, database) failed; the same message may succeed later."""
 
     retryable = True
+
+
+class Transient(RetryableError):
+    """A dependency (database, broker) failed for a reason that passes: the one error adapters
+    wrap their driver's "try again" errors in (``shared.store.errors.StoreUnavailable`` is one).
+    """
 
 
 class RejectedMessage(InterlockError):
@@ -32,3 +41,61 @@ class ConcurrencyConflict(RetryableError):
 class Fenced(InterlockError):
     """This attempt was superseded by a newer one (another replica took over): it must stop
     without writing anything more. Not retryable: the newer attempt does the work."""
+
+
+# Server error codes that mean "not now": the node is stepping down, shutting down or not the
+# primary, a network hop failed, or the operation ran out of time.
+_MONGO_TRANSIENT_CODES = frozenset(
+    {6, 7, 50, 89, 91, 134, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436}
+)
+_MONGO_TRANSIENT_LABELS = ("RetryableWriteError", "TransientTransactionError")
+_SQLITE_WAITING_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether the same operation may succeed if tried again: the one retry rule of the bus
+    wrapper, the gateway (503 with ``Retry-After``) and the sandbox runner.
+
+    True for Interlock's retryable errors (``Transient`` and what adapters wrapped in it,
+    ``ConcurrencyConflict``), timeouts, and the driver errors that adapters wrap or that reach
+    the callers unwrapped (LangGraph's checkpointer, the Kafka producer): a MongoDB connection
+    failure, timeout or step-down, a busy or locked SQLite file, a retriable Kafka error or a
+    Kafka timeout. False for everything else, such as a duplicate key or a rejected message.
+    """
+    if isinstance(exc, InterlockError):
+        return exc.retryable
+    if isinstance(exc, TimeoutError):
+        return True
+    if isinstance(exc, sqlite3.OperationalError):
+        return _is_sqlite_busy(exc)
+    return _is_mongo_transient(exc) or _is_kafka_transient(exc)
+
+
+def _is_sqlite_busy(exc: sqlite3.OperationalError) -> bool:
+    # Another connection held the lock past the busy timeout. ``sqlite_errorcode`` is the
+    # extended code (e.g. SQLITE_BUSY_SNAPSHOT); its low byte is the primary one.
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None:
+        return "locked" in str(exc) or "busy" in str(exc)
+    return code & 0xFF in _SQLITE_WAITING_CODES
+
+
+# The drivers are looked up, not imported: an instance of a driver's error means its module is
+# loaded, and this module stays free of driver imports (the SQLite adapter and agents import it).
+def _is_mongo_transient(exc: BaseException) -> bool:
+    errors = sys.modules.get("pymongo.errors")
+    if errors is None or not isinstance(exc, errors.PyMongoError):
+        return False
+    if isinstance(exc, errors.ConnectionFailure) or exc.timeout:
+        return True
+    if any(exc.has_error_label(label) for label in _MONGO_TRANSIENT_LABELS):
+        return True
+    return isinstance(exc, errors.OperationFailure) and exc.code in _MONGO_TRANSIENT_CODES
+
+
+def _is_kafka_transient(exc: BaseException) -> bool:
+    errors = sys.modules.get("aiokafka.errors")
+    if errors is None or not isinstance(exc, errors.KafkaError):
+        return False
+    # KafkaTimeoutError (the producer gave up waiting for a broker) is not marked retriable.
+    return bool(exc.retriable) or isinstance(exc, errors.KafkaTimeoutError)

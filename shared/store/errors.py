@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from shared.errors import RetryableError
+from shared.errors import Transient
 
 
-class StoreUnavailable(RetryableError):
+class StoreUnavailable(Transient):
     """The database did not answer or refused the operation for a transient reason."""
