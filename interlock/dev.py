@@ -34,8 +34,7 @@ from services.orchestrator.app import register as register_orchestrator
 from services.orchestrator.gauges import ExecutionGauges
 from services.sandbox.app import SandboxSettings, publish_agent_versions, size_thread_pool
 from services.sandbox.app import register as register_sandbox
-from shared.bus import EventPublisher, ensure_topics
-from shared.consumer_lag import consumer_lag_of
+from shared.bus import Bus, EventPublisher, ensure_topics
 from shared.inprocess_bus import InProcessBus
 from shared.kafka_bus import KafkaBus
 from shared.logging import configure_logging
@@ -77,7 +76,7 @@ LOG_HINT = "Logging warnings only (INTERLOCK_LOG_LEVEL=info shows every event)."
 
 @dataclass
 class Wiring:
-    bus: KafkaBus | InProcessBus
+    bus: Bus
     publisher: EventPublisher
     store: Store
     checkpointer: BaseCheckpointSaver[Any]
@@ -171,8 +170,8 @@ async def serve(settings: DevSettings) -> None:
             asyncio.create_task(abandoned.run_forever(settings.deadline_poll_seconds)),
             asyncio.create_task(gauges.run_forever(settings.metrics_poll_seconds)),
         ]
-        if isinstance(wiring.bus, KafkaBus):  # --kafka: the groups' lag is measurable
-            lag = consumer_lag_of(wiring.bus, settings)
+        lag = wiring.bus.lag_monitor()  # on Kafka: the groups' lag is measured
+        if lag is not None:
             loops.append(asyncio.create_task(lag.run_forever(settings.metrics_poll_seconds)))
         if dispatcher is not None:
             poll = settings.notification_poll_seconds

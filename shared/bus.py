@@ -30,6 +30,7 @@ from pydantic import BaseModel
 from pymongo.errors import PyMongoError
 
 from shared import metrics, tracing
+from shared.bus_headers import publishing
 from shared.custom_headers import carried
 from shared.errors import RejectedMessage, RetryableError
 from shared.events import (
@@ -137,15 +138,11 @@ class KafkaPublisher:
     async def publish_all(self, messages: Sequence[Outgoing]) -> None:
         acks: list[asyncio.Future[Any]] = []
         for message in messages:
-            event_type = str(getattr(message.event, "type", type(message.event).__name__))
-            all_headers = {
-                **(message.headers or {}),
-                "content-type": "application/json",
-                "event-type": event_type,
-            }
             # The span covers handing the message to the producer; the wait for the broker's
             # acknowledgement is shared by the whole batch below.
-            with tracing.publishing(message.topic, event_type, message.key, all_headers):
+            with publishing(
+                message.event, message.topic, message.key, message.headers
+            ) as all_headers:
                 acks.append(
                     await self._broker.publish(
                         encode_event(message.event),
@@ -344,10 +341,6 @@ class ConsumerHost(Protocol):
         ``limit``)."""
 
 
-Bus = ConsumerHost
-"""Where ``route`` subscribes."""
-
-
 Listener = Callable[[Delivery], None]
 """Hears each message of a topic as it arrives. Called on the event loop, so it must not block
 and should not raise (a raise is logged and the next message is heard all the same)."""
@@ -365,8 +358,32 @@ class ListenerHost(Protocol):
         per key (the in-process buses also take one on a running bus; Kafka's does not)."""
 
 
+class Monitor(Protocol):
+    """A measuring loop a composition root runs beside its consumers (the consumer lag)."""
+
+    async def run_forever(self, poll_seconds: float) -> None: ...
+
+
+class Bus(ConsumerHost, ListenerHost, Protocol):
+    """A whole bus, as a process that runs every service's consumers holds it: Kafka
+    (``shared/kafka_bus.py``) or the in-process bus of ``interlock dev``
+    (``shared/inprocess_bus.py``). The services' FastStream apps start Kafka's consumers
+    themselves; ``interlock dev`` and the tests use ``start`` and ``stop``."""
+
+    async def start(self) -> None:
+        """Start publishing, then the listeners and the consumers."""
+
+    async def stop(self) -> None:
+        """Let the consumers finish (or abandon, to be redelivered) what they hold, then stop."""
+
+    def lag_monitor(self) -> Monitor | None:
+        """The loop that keeps ``interlock_consumer_lag`` of this bus's consumer groups, or None
+        where that gauge is not kept (the in-process bus, which has no partitions to label it
+        by; its ``lag()`` counts what is not committed, for tests)."""
+
+
 def route(
-    bus: Bus,
+    bus: ConsumerHost,
     settings: CommonSettings,
     publisher: EventPublisher,
     *,

@@ -53,8 +53,8 @@ import aiosqlite
 import structlog
 from pydantic import BaseModel
 
-from shared import tracing
 from shared.bus import RETRY_DELAY_SECONDS, Delivery, DeliveryHandler, Listener
+from shared.bus_headers import publishing
 from shared.events import encode_event
 from shared.keyed_window import Held, KeyedWindow
 from shared.waiting import wait_event
@@ -149,6 +149,10 @@ class InProcessBus:
         (before or after ``start``), right after it is stored."""
         self._listeners.setdefault(topic, []).append(listener)
 
+    def lag_monitor(self) -> None:
+        """No ``interlock_consumer_lag`` here (``Bus.lag_monitor``)."""
+        return None
+
     def held(self, group_id: str, topic: str) -> int:
         """Messages of ``topic`` the group's pump holds (in flight, or fetched and waiting behind
         their key): never more than its ``max_held``. 0 while the bus is not running."""
@@ -194,13 +198,7 @@ class InProcessBus:
     async def publish(
         self, event: BaseModel, topic: str, *, key: str, headers: dict[str, str] | None = None
     ) -> None:
-        event_type = str(getattr(event, "type", type(event).__name__))
-        all_headers = {
-            **(headers or {}),
-            "content-type": "application/json",
-            "event-type": event_type,
-        }
-        with tracing.publishing(topic, event_type, key, all_headers):
+        with publishing(event, topic, key, headers) as all_headers:
             await self.publish_raw(encode_event(event), topic, key=key, headers=all_headers)
 
     async def publish_raw(

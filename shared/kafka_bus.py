@@ -5,11 +5,16 @@ one execution's in order), and a group-less consumer per listener broadcasts a t
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from shared.bus import DeliveryHandler, KafkaPublisher, Listener, create_broker
 from shared.kafka_consumer import ConsumerOptions, KeyedKafkaConsumer
 from shared.kafka_listener import KafkaListener
 from shared.kafka_security import client_options
 from shared.settings import CommonSettings
+
+if TYPE_CHECKING:
+    from shared.consumer_lag import ConsumerLag
 
 MAX_POLL_INTERVAL_MS = 300_000
 """How long the group waits for a member's poll before it takes the member for dead. The fetch
@@ -71,6 +76,13 @@ class KafkaBus:
     def subscriptions(self) -> list[tuple[str, str]]:
         """The (group, topic) pairs consumed here (for the lag gauge)."""
         return [(c.group_id, c.topic) for c in self.consumers]
+
+    def lag_monitor(self) -> ConsumerLag:
+        """The lag of this bus's groups, measured at the broker (``shared/consumer_lag.py``)."""
+        # Imported here: shared.consumer_lag imports this module.
+        from shared.consumer_lag import consumer_lag_of
+
+        return consumer_lag_of(self, self._settings)
 
     async def start(self) -> None:
         """Start publishing and consuming (a process without a FastStream app: ``interlock

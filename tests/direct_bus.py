@@ -45,8 +45,8 @@ from typing import Any
 import structlog
 from pydantic import BaseModel
 
-from shared import tracing
 from shared.bus import MAX_UNEXPECTED_FAILURES, Delivery, DeliveryHandler, Listener
+from shared.bus_headers import publishing
 from shared.events import encode_event
 
 log = structlog.get_logger(__name__)
@@ -97,13 +97,7 @@ class DirectBus:
         self, event: BaseModel, topic: str, *, key: str, headers: dict[str, str] | None = None
     ) -> None:
         # The headers and the producer span of KafkaPublisher and InProcessBus.
-        event_type = str(getattr(event, "type", type(event).__name__))
-        all_headers = {
-            **(headers or {}),
-            "content-type": "application/json",
-            "event-type": event_type,
-        }
-        with tracing.publishing(topic, event_type, key, all_headers):
+        with publishing(event, topic, key, headers) as all_headers:
             await self.publish_raw(encode_event(event), topic, key=key, headers=all_headers)
 
     async def publish_raw(

@@ -24,8 +24,7 @@ from services.notifier.wiring import build_channels
 from shared import tracing
 from shared.agents import AgentRegistry, load_registry
 from shared.background import background_hooks
-from shared.bus import Bus, EventPublisher, route
-from shared.consumer_lag import consumer_lag_of
+from shared.bus import ConsumerHost, EventPublisher, route
 from shared.events import (
     ExecutionSuspended,
     ReviewDeadlineReached,
@@ -157,7 +156,7 @@ class Notifier:
 
 
 def register(
-    bus: Bus,
+    bus: ConsumerHost,
     settings: NotifierSettings,
     publisher: EventPublisher,
     store: Store | None = None,
@@ -227,7 +226,7 @@ def create_app(settings: NotifierSettings | None = None) -> FastStream:
     )
     dispatcher = register(bus, settings, bus.publisher, store)
     assert dispatcher is not None
-    lag = consumer_lag_of(bus, settings)
+    lag = bus.lag_monitor()
     start_loops, stop_loops = background_hooks(
         lambda: dispatcher.run_forever(settings.notification_poll_seconds),
         lambda: lag.run_forever(settings.metrics_poll_seconds),

@@ -17,8 +17,7 @@ from services.orchestrator.handlers import Orchestrator
 from services.orchestrator.known import KnownExecutions
 from shared.agents import load_registry
 from shared.background import background_hooks
-from shared.bus import Bus, E, EventPublisher, route
-from shared.consumer_lag import consumer_lag_of
+from shared.bus import ConsumerHost, E, EventPublisher, route
 from shared.events import (
     CancelRequested,
     DecisionSubmitted,
@@ -77,7 +76,7 @@ def clock_of(settings: OrchestratorSettings) -> Callable[[], datetime]:
 
 
 def register(
-    bus: Bus, settings: OrchestratorSettings, store: Store, publisher: EventPublisher
+    bus: ConsumerHost, settings: OrchestratorSettings, store: Store, publisher: EventPublisher
 ) -> tuple[Orchestrator, DeadlineSweeper]:
     """Subscribe the orchestrator's handlers on ``bus`` (also used by the embedded mode);
     the composition root runs the returned sweeper."""
@@ -131,7 +130,7 @@ def create_app(settings: OrchestratorSettings | None = None) -> FastStream:
     orchestrator, sweeper = register(bus, settings, store, bus.publisher)
     abandoned = abandoned_requests(orchestrator, settings, store)
     gauges = ExecutionGauges(store.executions)
-    lag = consumer_lag_of(bus, settings)
+    lag = bus.lag_monitor()
     start_loops, stop_loops = background_hooks(
         lambda: sweeper.run_forever(settings.deadline_poll_seconds),
         lambda: abandoned.run_forever(settings.deadline_poll_seconds),

@@ -19,8 +19,7 @@ from services.sandbox.progress import ProgressAnnouncer
 from services.sandbox.runner import AgentRunner, GraphCache
 from shared.agents import load_registry
 from shared.background import background_hooks
-from shared.bus import Bus, EventPublisher, route
-from shared.consumer_lag import consumer_lag_of
+from shared.bus import ConsumerHost, EventPublisher, route
 from shared.errors import RetryableError
 from shared.events import ExecutionDispatched
 from shared.health import health_hooks
@@ -94,7 +93,7 @@ async def publish_agent_versions(graphs: GraphCache, store: Store) -> None:
 
 
 def register(
-    bus: Bus,
+    bus: ConsumerHost,
     settings: SandboxSettings,
     store: Store,
     publisher: EventPublisher,
@@ -121,7 +120,7 @@ class _LateSandbox:
 
 
 def _subscribe(
-    bus: Bus,
+    bus: ConsumerHost,
     settings: SandboxSettings,
     publisher: EventPublisher,
     handle: Callable[[ExecutionDispatched], Awaitable[None]],
@@ -165,7 +164,7 @@ def create_app(settings: SandboxSettings | None = None) -> FastStream:
     async def stop() -> None:
         await store.close()
 
-    lag = consumer_lag_of(bus, settings)
+    lag = bus.lag_monitor()
     start_loops, stop_loops = background_hooks(
         lambda: lag.run_forever(settings.metrics_poll_seconds)
     )
