@@ -28,7 +28,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import interrupt
 
 from agents.fake_model import ScriptedChatModel
-from shared.steps import durable_step
+from interlock.sdk import durable_step
 
 DEFAULT_STEPS = 3
 MAX_STEPS = 5_000

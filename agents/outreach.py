@@ -23,7 +23,7 @@ from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import interrupt
 
-from shared.steps import durable_step
+from interlock.sdk import durable_step
 
 MAX_STAGES = 10
 

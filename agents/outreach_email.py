@@ -30,7 +30,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from agents import ledger
 from agents.fake_model import Call, Conversation, chat_model
-from shared.policy import AgentPolicy, Description, parse_policy
+from interlock.sdk import AgentPolicy, Description, parse_policy
 
 MAX_EMAILS = 10
 QUESTION = "Which product should the outreach pitch?"

@@ -24,7 +24,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from agents import ledger
 from agents.fake_model import Call, Conversation, chat_model
-from shared.policy import AgentPolicy, parse_policy
+from interlock.sdk import AgentPolicy, parse_policy
 
 DEFAULT_POLICY = parse_policy("sql-ops", {"execute_sql": "medium", "read_data": "low"})
 DEFAULT_QUERY = "DELETE FROM orders WHERE created_at < '2024-01-01'"

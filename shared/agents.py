@@ -7,7 +7,7 @@ unknown ones); the sandbox also imports the factories. Format::
     factory = "agents.refund_approval:build_graph"
     description = "Looks up a claim and asks a reviewer before refunding it."
 
-An agent may add a review policy (see shared/policy.py)::
+An agent may add a review policy (see shared/domain/policy.py)::
 
     [agents.sql-ops.policy]
     execute_sql = "medium"
@@ -25,9 +25,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from shared.domain.deadlines import DeadlineRules
+from shared.domain.policy import AgentPolicy, PolicyError, parse_policy
 from shared.errors import InterlockError
 from shared.events import Identifier
-from shared.policy import AgentPolicy, PolicyError, parse_policy
 
 
 class RegistryError(InterlockError):

@@ -3,7 +3,7 @@ with the checkpoint it reads anyway, instead of a query by ``execution_id`` (Fer
 collection for any filter but ``_id``), and the attempt that wrote it, so a superseded attempt
 that writes over a newer one's checkpoint finds out, puts it back and stops (``may_replace``).
 
-Each step is still stored on its own the moment it completes (``shared/steps.py``): the index is
+Each step is still stored on its own the moment it completes (``interlock/sdk/``): the index is
 a copy for reading, written with the checkpoint when the run exits. A run that died before its
 checkpoint left its steps stored but not indexed: the next attempt of that epoch looks up by key
 what the index does not list (``StepRun.read_on_miss``). An index too large to keep with the
@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from shared.steps import StepRun
+from interlock.sdk.runtime import StepRun
 from shared.store.ports import StepRecord
 
 MAX_INDEX_BYTES = 256 * 1024

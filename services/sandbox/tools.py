@@ -18,7 +18,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.prebuilt import ToolNode
 from langgraph.pregel import Pregel
 
-from shared.steps import run_step, run_step_sync
+from interlock.sdk import run_step, run_step_sync
 
 Execute = Callable[[Any], Any]
 AsyncExecute = Callable[[Any], Awaitable[Any]]

@@ -18,10 +18,10 @@ from pydantic import ValidationError
 
 from agents import fake_model, outreach_email, sql_ops
 from agents.ledger import read_all
+from interlock.sdk import PolicyError, parse_policy
+from interlock.sdk.runtime import StepRun, step_run
 from services.sandbox.tools import make_tools_durable
 from shared.agents import load_registry
-from shared.policy import PolicyError, parse_policy
-from shared.steps import StepRun, step_run
 from shared.store.memory import InMemoryStore
 
 HIGH = ["approve", "edit", "reject"]

@@ -13,6 +13,8 @@ import httpx
 import pytest
 from prometheus_client import REGISTRY
 
+from interlock.sdk import run_step
+from interlock.sdk.runtime import StepRun, step_run
 from services.gateway import app as gateway_app
 from services.gateway.app import GatewaySettings, create_app
 from services.notifier.app import Notifier, NotifierSettings
@@ -22,7 +24,6 @@ from shared.events import ExecutionSuspended, PendingInterrupt
 from shared.health import health_app
 from shared.notifications.config import WebhookConfig
 from shared.notifications.model import DeliveryFailed, Notification
-from shared.steps import StepRun, run_step, step_run
 from shared.store.memory import InMemoryStepStore, InMemoryStore
 from tests.unit.inprocess import World
 

@@ -1,4 +1,4 @@
-"""The risk-tier review policy (shared/policy.py) and its place in the agent registry."""
+"""The risk-tier review policy (shared/domain/policy.py) and its place in the agent registry."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ import pytest
 from langchain.agents.middleware import HumanInTheLoopMiddleware
 
 from shared.agents import RegistryError, load_registry
-from shared.errors import InterlockError
-from shared.policy import (
+from shared.domain.policy import (
     DEFAULT_TIERS,
     AgentPolicy,
     PolicyError,
     parse_policy,
     stricter,
 )
+from shared.errors import InterlockError
 
 HIGH = ["approve", "edit", "reject"]
 MEDIUM = ["approve", "reject"]
@@ -329,7 +329,7 @@ def test_a_bad_policy_fails_the_registry(tmp_path: Path, body: str, expected: st
 
 
 def test_the_policy_module_imports_only_pydantic_and_the_stdlib_at_runtime() -> None:
-    source = Path(__file__).parents[2] / "shared" / "policy.py"
+    source = Path(__file__).parents[2] / "shared" / "domain" / "policy.py"
     roots = set()
     for node in ast.parse(source.read_text()).body:  # top level only: TYPE_CHECKING is nested
         if isinstance(node, ast.Import):

@@ -13,6 +13,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 from pymongo.errors import AutoReconnect
 
+from interlock.sdk.runtime import StepRun, step_run
 from services.orchestrator import state_machine as sm
 from services.sandbox.checkpointer import GuardedSaver
 from services.sandbox.runner import AgentRunner, Completed, Failed, GraphCache, Refused, Suspended
@@ -28,7 +29,6 @@ from shared.events import (
     ReportOutcome,
     ResumeInstruction,
 )
-from shared.steps import StepRun, step_run
 from shared.store.memory import InMemoryStore
 from tests import factories as f
 

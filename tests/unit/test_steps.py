@@ -21,17 +21,16 @@ from langgraph.types import Command, RetryPolicy, interrupt
 from pydantic import BaseModel
 from structlog.testing import capture_logs
 
-from shared.steps import (
+from interlock.sdk import (
     NoStepRun,
     StepError,
     StepResultTooLarge,
-    StepRun,
     current_idempotency_key,
     durable_step,
     run_step,
     run_step_sync,
-    step_run,
 )
+from interlock.sdk.runtime import StepRun, step_run
 from shared.store.memory import InMemoryStepStore
 from shared.store.ports import StepRecord
 
@@ -650,6 +649,6 @@ async def test_fault_points_bracket_the_fenced_write(monkeypatch: pytest.MonkeyP
         order.append("effect")
         return "done"
 
-    monkeypatch.setattr("shared.steps.fault_point", order.append)
+    monkeypatch.setattr("interlock.sdk._execute.fault_point", order.append)
     await invoke(one_node(lambda state: {"sent": effect()}), RecordingStore(), {}, fence=fence)
     assert order == ["effect", "step.after_effect", "fence", "put", "step.after_cache"]

@@ -36,6 +36,20 @@ from shared.errors import InterlockError
 if TYPE_CHECKING:
     from langchain.agents.middleware import InterruptOnConfig
 
+__all__ = [
+    "DECISION_TYPES",
+    "DEFAULT_TIERS",
+    "DENY_TIER",
+    "AgentPolicy",
+    "DecisionType",
+    "Decisions",
+    "Description",
+    "PolicyError",
+    "ToolPolicy",
+    "parse_policy",
+    "stricter",
+]
+
 DecisionType = Literal["approve", "edit", "reject", "respond"]
 DECISION_TYPES: Final[tuple[DecisionType, ...]] = get_args(DecisionType)
 
