@@ -24,15 +24,14 @@ from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import structlog
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaError, TopicAlreadyExistsError
+from aiokafka.errors import TopicAlreadyExistsError
 from faststream.kafka import KafkaBroker
 from pydantic import BaseModel
-from pymongo.errors import PyMongoError
 
 from shared import metrics, tracing
 from shared.bus_headers import publishing
 from shared.custom_headers import carried
-from shared.errors import RejectedMessage, RetryableError
+from shared.errors import RejectedMessage, is_transient
 from shared.events import (
     EventDecodeError,
     EventModel,
@@ -261,12 +260,12 @@ class Consumer(Generic[E]):
         except RejectedMessage as exc:
             await self._dead_letter(record, body, exc.reason, type(exc).__name__)
             return
-        except (RetryableError, PyMongoError, KafkaError, TimeoutError) as exc:
-            self._count(record, "retry")
-            log.warning("handler.retry", consumer=self.name, error=repr(exc))
-            await asyncio.sleep(RETRY_DELAY_SECONDS)
-            raise
         except Exception as exc:
+            if is_transient(exc):
+                self._count(record, "retry")
+                log.warning("handler.retry", consumer=self.name, error=repr(exc))
+                await asyncio.sleep(RETRY_DELAY_SECONDS)
+                raise
             failures = self._failures.get(where, 0) + 1
             self._failures[where] = failures
             if failures < MAX_UNEXPECTED_FAILURES:

@@ -33,10 +33,7 @@ from langgraph.graph import StateGraph
 from langgraph.pregel import Pregel
 from langgraph.types import Command, StateSnapshot
 from opentelemetry import context as otel_context
-from pymongo.errors import PyMongoError
 
-from interlock.sdk import PolicyError
-from interlock.sdk.runtime import StepRun, step_run
 from services.sandbox.checkpointer import current_fence
 from services.sandbox.fingerprint import agent_fingerprint
 from services.sandbox.jsonable import to_jsonable
@@ -49,7 +46,7 @@ from services.sandbox.tools import make_tools_durable
 from shared import metrics
 from shared.agents import AgentRegistry, AgentSpec
 from shared.domain.versions import AgentVersion
-from shared.errors import Fenced
+from shared.errors import Fenced, is_transient
 from shared.events import (
     DispatchKind,
     ExecutionDispatched,
@@ -58,6 +55,8 @@ from shared.events import (
     ToolRule,
 )
 from shared.graph_tracing import GraphSpans
+from shared.policy import PolicyError
+from shared.steps import StepRun, step_run
 from shared.store.attempts import AttemptLedger
 from shared.store.memory.progress import InMemoryProgressLog
 from shared.store.ports import StepStore
@@ -245,30 +244,8 @@ class AgentRunner:
             agent = self._graphs.get(dispatch.agent)
         except AgentNotLoadable as exc:
             return Failed("AgentNotLoadable", str(exc)), None
-        # Custom headers reach the agent in its run config for this segment only; LangGraph does
-        # not persist configurable values (a test searches the database to keep it so).
-        config: Any = {
-            "configurable": {
-                "thread_id": dispatch.execution_id,
-                "custom_headers": dict(custom_headers or {}),
-            },
-            "callbacks": [GraphSpans(otel_context.get_current())],
-        }
-        if dispatch.kind is DispatchKind.START and dispatch.epoch == 1:
-            # The first attempt of an execution's first run is the only writer its thread has
-            # had: there is no checkpoint to read.
-            number = await self._begin(dispatch)
-            if number == 1:
-                known_to_be_new(dispatch.execution_id)
-            snapshot = await agent.graph.aget_state(config)
-        else:
-            # The attempt is numbered while the checkpoint is read (two round trips at once,
-            # not one after the other). When the checkpoint shows nothing left to run (a
-            # redelivered dispatch), the attempt goes unused: a newer number only fences the
-            # attempts of this epoch, and the one that ran it has finished its checkpoint.
-            number, snapshot = await asyncio.gather(
-                self._begin(dispatch), agent.graph.aget_state(config)
-            )
+        config = _run_config(dispatch, custom_headers)
+        number, snapshot = await self._number_and_read(dispatch, agent, config)
         payload = self._next_input(dispatch, snapshot, agent)
         if isinstance(payload, Suspended | Completed | Failed | Refused):
             return payload, None
@@ -308,28 +285,58 @@ class AgentRunner:
         token = current_fence.set(fence)
         try:
             with step_run(steps):
-                async with asyncio.timeout(self._run_timeout):
-                    # Checkpointed when the run exits (suspends, completes or fails), not after
-                    # every step: a crashed run starts again from its last checkpoint, and the
-                    # step cache serves what its durable steps had done (docs/durable-steps.md).
-                    stream = agent.graph.astream(
-                        payload, config, durability="exit", stream_mode=STREAM_MODES
-                    )
-                    async for mode, chunk in stream:
-                        await progress.observe(mode, chunk)
-                    await progress.flush()
+                outcome = await self._stream(agent, payload, config, progress)
+        finally:
+            current_fence.reset(token)
+        return outcome, attempt
+
+    async def _number_and_read(
+        self, dispatch: ExecutionDispatched, agent: LoadedAgent, config: Any
+    ) -> tuple[int, StateSnapshot]:
+        """Begin the attempt and read the thread's checkpoint."""
+        if dispatch.kind is DispatchKind.START and dispatch.epoch == 1:
+            # The first attempt of an execution's first run is the only writer its thread has
+            # had: there is no checkpoint to read.
+            number = await self._begin(dispatch)
+            if number == 1:
+                known_to_be_new(dispatch.execution_id)
+            return number, await agent.graph.aget_state(config)
+        # The attempt is numbered while the checkpoint is read (two round trips at once, not one
+        # after the other). When the checkpoint shows nothing left to run (a redelivered
+        # dispatch), the attempt goes unused: a newer number only fences the attempts of this
+        # epoch, and the one that ran it has finished its checkpoint.
+        number, snapshot = await asyncio.gather(
+            self._begin(dispatch), agent.graph.aget_state(config)
+        )
+        return number, snapshot
+
+    async def _stream(
+        self, agent: LoadedAgent, payload: Any, config: Any, progress: ProgressRecorder
+    ) -> RunOutcome:
+        """Run the graph to its next stop. A failure of a dependency (``is_transient``: the
+        checkpoint or step store busy or down) is raised, so the delivery is retried; any other
+        failure is the agent's own and becomes its outcome."""
+        try:
+            async with asyncio.timeout(self._run_timeout):
+                # Checkpointed when the run exits (suspends, completes or fails), not after
+                # every step: a crashed run starts again from its last checkpoint, and the
+                # step cache serves what its durable steps had done (docs/durable-steps.md).
+                stream = agent.graph.astream(
+                    payload, config, durability="exit", stream_mode=STREAM_MODES
+                )
+                async for mode, chunk in stream:
+                    await progress.observe(mode, chunk)
+                await progress.flush()
         except Fenced:
             raise
         except TimeoutError:
             message = f"agent run exceeded {self._run_timeout:g}s (INTERLOCK_RUN_TIMEOUT_SECONDS)"
-            return Failed("RunTimeout", message), attempt
+            return Failed("RunTimeout", message)
         except Exception as exc:
-            if _is_infrastructure_error(exc):
+            if is_transient(exc):
                 raise
-            return Failed(type(exc).__name__, str(exc) or type(exc).__name__), attempt
-        finally:
-            current_fence.reset(token)
-        return _outcome_of(await agent.graph.aget_state(config), agent), attempt
+            return Failed(type(exc).__name__, str(exc) or type(exc).__name__)
+        return _outcome_of(await agent.graph.aget_state(config), agent)
 
     async def _begin(self, dispatch: ExecutionDispatched) -> int:
         number = await self._attempts.begin(dispatch.execution_id, dispatch.epoch)
@@ -390,6 +397,18 @@ class AgentRunner:
         return None
 
 
+def _run_config(dispatch: ExecutionDispatched, custom_headers: Mapping[str, str] | None) -> Any:
+    # Custom headers reach the agent in its run config for this segment only; LangGraph does
+    # not persist configurable values (a test searches the database to keep it so).
+    return {
+        "configurable": {
+            "thread_id": dispatch.execution_id,
+            "custom_headers": dict(custom_headers or {}),
+        },
+        "callbacks": [GraphSpans(otel_context.get_current())],
+    }
+
+
 def _outcome_of(snapshot: StateSnapshot, agent: LoadedAgent) -> RunOutcome:
     if snapshot.interrupts:
         interrupts = pending_interrupts(snapshot)
@@ -399,8 +418,3 @@ def _outcome_of(snapshot: StateSnapshot, agent: LoadedAgent) -> RunOutcome:
         # Stopped without an interrupt but with work left: only a bug in the graph does this.
         return Failed("Incomplete", f"graph stopped before {list(snapshot.next)} without interrupt")
     return Completed(to_jsonable(snapshot.values))
-
-
-def _is_infrastructure_error(exc: BaseException) -> bool:
-    """Errors of the checkpointer's database are retried; everything else is the agent's."""
-    return isinstance(exc, PyMongoError)
