@@ -34,6 +34,8 @@ from langgraph.pregel import Pregel
 from langgraph.types import Command, StateSnapshot
 from opentelemetry import context as otel_context
 
+from interlock.sdk import PolicyError
+from interlock.sdk.runtime import StepRun, step_run
 from services.sandbox.checkpointer import current_fence
 from services.sandbox.fingerprint import agent_fingerprint
 from services.sandbox.jsonable import to_jsonable
@@ -55,8 +57,6 @@ from shared.events import (
     ToolRule,
 )
 from shared.graph_tracing import GraphSpans
-from shared.policy import PolicyError
-from shared.steps import StepRun, step_run
 from shared.store.attempts import AttemptLedger
 from shared.store.memory.progress import InMemoryProgressLog
 from shared.store.ports import StepStore
