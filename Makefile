@@ -95,7 +95,7 @@ chaos: venv infra-up ## Every chaos scenario (faults, poison, races, broker/db o
 	@source .infra/env && $(BIN)/python -m tests.chaos $(CHAOS_ARGS)
 
 asyncapi: venv ## Regenerate docs/asyncapi.yaml from the event models (a test checks it is current)
-	$(BIN)/python -m shared.asyncapi
+	$(BIN)/python -m scripts.asyncapi
 
 clean: ## Remove the virtualenv and caches (not .infra)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,7 +1,7 @@
 """The committed AsyncAPI document is the one the code generates, and it says what it should.
 
-When this fails after a change to ``shared/events.py``: ``python -m shared.asyncapi`` rewrites
-``docs/asyncapi.yaml``; commit the result.
+When this fails after a change to ``shared/events.py``: ``make asyncapi`` (``python -m
+scripts.asyncapi``) rewrites ``docs/asyncapi.yaml``; commit the result.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from shared import asyncapi
+from scripts import asyncapi
 from shared.activity import ExecutionActivity
 from shared.events import EVENT_TYPES, MessageDeadLettered
 from shared.topics import Topics
@@ -45,7 +45,7 @@ def _payload(document: dict[str, Any], topic: str) -> dict[str, Any]:
 
 def test_committed_document_is_up_to_date() -> None:
     assert COMMITTED.read_text(encoding="utf-8") == asyncapi.render("yaml"), (
-        "docs/asyncapi.yaml is out of date: run `python -m shared.asyncapi` and commit it"
+        "docs/asyncapi.yaml is out of date: run `make asyncapi` and commit it"
     )
 
 
@@ -202,7 +202,7 @@ def test_check_passes_on_a_current_file_and_fails_on_a_stale_one(
     assert asyncapi.main(["--check", str(target)]) == 1
     err = capsys.readouterr().err
     assert "is out of date" in err
-    assert f"python -m shared.asyncapi {target}" in err
+    assert f"python -m scripts.asyncapi {target}" in err
 
 
 def test_json_output_by_suffix(tmp_path: Path) -> None:
