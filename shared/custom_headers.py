@@ -53,6 +53,19 @@ parser (h11) refuses a request head over 16 KiB only while it is still incomplet
 class CustomHeadersRejected(InterlockError):
     """Custom headers over a limit: the request is refused (400), nothing is published."""
 
+    problem_type = "custom-headers-too-large"
+    problem_title = "Custom headers over the limit"
+    problem_status = 400
+
+    def problem_extensions(self) -> dict[str, Any]:
+        return {
+            "limits": {
+                "count": MAX_COUNT,
+                "value_bytes": MAX_VALUE_BYTES,
+                "total_bytes": MAX_TOTAL_BYTES,
+            }
+        }
+
 
 def is_custom(name: str) -> bool:
     return name.lower().startswith(CUSTOM_HEADER_PREFIX)

@@ -4,18 +4,32 @@ from __future__ import annotations
 
 import sqlite3
 import sys
+from typing import Any
 
 
 class InterlockError(Exception):
-    """Base of every error Interlock raises on purpose."""
+    """Base of every error Interlock raises on purpose. Each class also says what it means to
+    an API client: its RFC 9457 problem (type, title, status), which the gateway's one handler
+    renders (services/gateway/problems.py). One that does not say is a 500: a bug."""
 
     retryable: bool = False
+    problem_type: str = "internal-error"
+    """The problem type's slug (the document's ``type`` is the problems' base URL and this)."""
+    problem_title: str = "Internal error"
+    problem_status: int = 500
+
+    def problem_extensions(self) -> dict[str, Any]:
+        """Members of the problem document besides type, title, status, detail and instance."""
+        return {}
 
 
 class RetryableError(InterlockError):
     """A dependency (broker, database) failed; the same message may succeed later."""
 
     retryable = True
+    problem_type = "service-unavailable"
+    problem_title = "Service unavailable"
+    problem_status = 503
 
 
 class Transient(RetryableError):

@@ -16,21 +16,12 @@ from html import escape
 from fastapi import APIRouter, FastAPI
 from fastapi.responses import HTMLResponse
 
-from services.gateway.intake import (
-    DecisionConflict,
-    ExecutionNotFound,
-    Intake,
-    ReviewAnswer,
-)
+from services.gateway.errors import DecisionConflict, ExecutionNotFound
+from services.gateway.intake import DecisionOutcome, Intake, ReviewAnswer
 from services.gateway.web import SECURITY_HEADERS
-from shared.domain.decisions import (
-    AgentVersionChanged,
-    DecisionNotAllowed,
-    InvalidDecision,
-    NotSuspended,
-    StaleSuspension,
-)
-from shared.domain.principals import Reviewer, SeparationOfDuties
+from shared.domain.decisions import AgentVersionChanged, NotSuspended, StaleSuspension
+from shared.domain.principals import Reviewer
+from shared.errors import InterlockError
 from shared.notifications.action_links import ActionLink, LinkExpired, LinkInvalid, verify
 from shared.store.links import LinkUse, SpentLinks
 
@@ -110,27 +101,46 @@ def install_action_links(
                 answer=answer,
                 reviewer=Reviewer.of_link(link.channel, link.recipient),
             )
-        except ExecutionNotFound:
-            return page(404, "Not found", "This review no longer exists.")
-        except (DecisionConflict, StaleSuspension, NotSuspended):
-            return page(409, "Already decided", USED_OR_MOVED_ON)
-        except AgentVersionChanged:
-            return page(409, "Agent changed", "The agent changed since; open the review instead.")
-        except SeparationOfDuties as exc:
-            return page(403, "Not allowed", str(exc))
-        except (DecisionNotAllowed, InvalidDecision) as exc:
-            return page(400, "Not allowed", str(exc))
-        if outcome.awaiting:
-            counted = len(outcome.approvals)
-            return page(
-                200,
-                "Approval recorded",
-                f"Recorded: {link.decision}. This decision needs {outcome.approvals_required}"
-                f" approvals; {counted} so far. The agent waits for the others.",
-            )
-        return page(200, "Decision recorded", f"Recorded: {link.decision}. The agent resumes.")
+        except InterlockError as exc:
+            if exc.problem_status >= 500:
+                raise  # a 503 (retry later) or a bug: the API's problem document says which
+            return refusal_page(exc)
+        return outcome_page(link.decision, outcome)
 
     app.include_router(router)
+
+
+LINK_WORDING = {
+    ExecutionNotFound.problem_type: ("Not found", "This review no longer exists."),
+    DecisionConflict.problem_type: ("Already decided", USED_OR_MOVED_ON),
+    StaleSuspension.problem_type: ("Already decided", USED_OR_MOVED_ON),
+    NotSuspended.problem_type: ("Already decided", USED_OR_MOVED_ON),
+    AgentVersionChanged.problem_type: (
+        "Agent changed",
+        "The agent changed since; open the review instead.",
+    ),
+}
+"""A link's reader follows an email, not the API: where the problem's own detail names ids and
+API fields, the page says it in words (the status is the problem's all the same)."""
+
+
+def refusal_page(exc: InterlockError) -> HTMLResponse:
+    """The page of a decision refused: the error's problem status, in a link reader's words."""
+    title, text = LINK_WORDING.get(exc.problem_type, (exc.problem_title, str(exc)))
+    return page(exc.problem_status, title, text)
+
+
+def outcome_page(decision: str, outcome: DecisionOutcome) -> HTMLResponse:
+    if outcome.awaiting:
+        more = outcome.approvals_missing
+        return page(
+            200,
+            "Approval recorded",
+            f"Your approval ({decision}) is recorded. This decision needs"
+            f" {outcome.approvals_required} approvals: {outcome.approvals_counted} so far,"
+            f" {more} more {'is' if more == 1 else 'are'} needed before the agent resumes.",
+        )
+    return page(200, "Decision recorded", f"Recorded: {decision}. The agent resumes.")
 
 
 def page(status: int, title: str, body: str, *, raw: bool = False) -> HTMLResponse:

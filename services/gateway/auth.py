@@ -32,8 +32,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.datastructures import Headers
 from starlette.types import Scope
 
-from services.gateway.limits import STORE_ERRORS
 from services.gateway.problems import Problem
+from shared.errors import is_transient
 from shared.store.api_keys import DEVELOPMENT_KEY_ID, ApiKey, ApiKeys, Role, authenticate
 
 IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
@@ -95,7 +95,9 @@ async def warn_if_development_key_present(keys: ApiKeys, *, environment: str) ->
     log = structlog.get_logger(__name__)
     try:
         key = await keys.get(DEVELOPMENT_KEY_ID)
-    except STORE_ERRORS as exc:
+    except Exception as exc:
+        if not is_transient(exc):
+            raise
         # Only a warning is at stake (the key is refused either way): a database slow to answer
         # must not keep the gateway from starting.
         log.warning("security.development_key_unchecked", error=repr(exc))

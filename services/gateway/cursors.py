@@ -20,6 +20,15 @@ from shared.store.cursor import InvalidCursor
 PURPOSE = "page-cursor"
 
 
+class CursorRefused(InvalidCursor):
+    """A cursor this API did not hand to this key for this request: the client's mistake.
+    (The stores' own InvalidCursor is only ever about a cursor the API sealed, so a bug.)"""
+
+    problem_type = "invalid-cursor"
+    problem_title = "Invalid cursor"
+    problem_status = 400
+
+
 @dataclass(frozen=True)
 class CursorScope:
     route: str
@@ -54,13 +63,13 @@ class PageCursors:
         return self._keyring.seal(inner.encode(), purpose=PURPOSE, context=scope.context())
 
     def open(self, cursor: str | None, scope: CursorScope) -> str | None:
-        """The store's cursor inside an API cursor; InvalidCursor for anything else."""
+        """The store's cursor inside an API cursor; CursorRefused for anything else."""
         if cursor is None:
             return None
         try:
             return self._keyring.open(cursor, purpose=PURPOSE, context=scope.context()).decode()
         except (Unsealable, UnicodeDecodeError):
-            raise InvalidCursor(
+            raise CursorRefused(
                 "cursor is not one this API returned to this key for this request"
                 " (or it was issued before the encryption keys were rotated: start over)"
             ) from None

@@ -20,9 +20,16 @@ from typing import Any
 import structlog
 from pydantic import BaseModel
 
+from services.gateway.errors import (
+    DecisionConflict,
+    ExecutionNotFound,
+    IdempotencyKeyReused,
+    UnknownAgent,
+)
 from shared import tracing
 from shared.agents import AgentRegistry, ReviewRules
 from shared.bus import EventPublisher
+from shared.domain.cancellation import check_cancellable
 from shared.domain.decisions import NotSuspended, resolve_decision, reviews_of
 from shared.domain.execution import Execution, ExecutionStatus, new_pending_execution
 from shared.domain.principals import Reviewer, check_link_approval, check_reviewer
@@ -46,30 +53,6 @@ log = structlog.get_logger(__name__)
 IDEMPOTENCY_NAMESPACE = uuid.UUID("6f1c9a52-4a8e-4d0b-9a57-3c1f4e2b7d10")
 
 
-class UnknownAgent(Exception):
-    def __init__(self, agent: str, known: list[str]) -> None:
-        super().__init__(
-            f"agent {agent!r} is not registered; registered agents: {', '.join(known)}"
-        )
-        self.known = known
-
-
-class IdempotencyKeyReused(Exception):
-    pass
-
-
-class ExecutionNotFound(Exception):
-    pass
-
-
-class DecisionConflict(Exception):
-    """Another decision took the suspension; ``winner`` says which."""
-
-    def __init__(self, message: str, winner: dict[str, Any]) -> None:
-        super().__init__(message)
-        self.winner = winner
-
-
 def _winner(decision_id: str, summary: str, decisions: Any, reviewer: str | None) -> dict[str, Any]:
     return {
         "decision_id": decision_id,
@@ -77,11 +60,6 @@ def _winner(decision_id: str, summary: str, decisions: Any, reviewer: str | None
         "decisions": [d.model_dump() for d in decisions] if decisions else None,
         "reviewer": reviewer,
     }
-
-
-class AlreadyFinished(Exception):
-    def __init__(self, status: ExecutionStatus) -> None:
-        super().__init__(f"execution is already {status.value}; there is nothing to cancel")
 
 
 @dataclass(frozen=True)
@@ -100,6 +78,16 @@ class DecisionOutcome:
     @property
     def awaiting(self) -> bool:
         return self.event is None
+
+    @property
+    def approvals_counted(self) -> int:
+        """The distinct people among the approvals that count (one may approve twice)."""
+        return len({a.counted_as for a in self.approvals})
+
+    @property
+    def approvals_missing(self) -> int:
+        """How many more approvals the decision needs before it is published."""
+        return max(0, self.approvals_required - self.approvals_counted) if self.awaiting else 0
 
 
 def approving(answer: ReviewAnswer) -> bool:
@@ -466,8 +454,7 @@ class Intake:
     ) -> Execution:
         """Ask the orchestrator to cancel. Raises ExecutionNotFound or AlreadyFinished."""
         execution = await self.get(project_id, workspace_id, execution_id)
-        if execution.status.is_terminal:
-            raise AlreadyFinished(execution.status)
+        check_cancellable(execution)
         event = CancelRequested(
             execution_id=execution_id,
             correlation_id=execution_id,

@@ -23,14 +23,13 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 import structlog
-from pymongo.errors import PyMongoError
 from starlette.applications import Starlette
 from starlette.datastructures import URL, Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
-from services.gateway.problems import RETRY_AFTER_SECONDS, problem_at
-from shared.errors import RetryableError
+from services.gateway.problems import problem_at, unavailable_at
+from shared.errors import is_transient
 
 log = structlog.get_logger(__name__)
 
@@ -43,8 +42,6 @@ MAX_TRACKED_CLIENTS = 10_000
 EXEMPT_PATHS = frozenset({"/healthz", "/readyz"})
 """Probes must see the process, not a rate limit a busy client exhausted. (Prometheus scrapes
 ``/metrics`` on the separate health listener, which has no rate limit.)"""
-STORE_ERRORS = (RetryableError, PyMongoError, TimeoutError)
-"""What reading a key raises when the database is down or slow: 503, as problems.py answers."""
 
 Clock = Callable[[], float]
 
@@ -359,18 +356,10 @@ class RateLimitMiddleware:
             return
         try:
             key_id = None if self.identify is None else await self.identify(scope)
-        except STORE_ERRORS as exc:
-            log.warning("dependency.unavailable", error=repr(exc), path=scope["path"])
-            await send_problem(
-                scope,
-                receive,
-                send,
-                503,
-                "service-unavailable",
-                "Service unavailable",
-                "a backing service (database or broker) did not answer; retry later",
-                headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
-            )
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            await unavailable_at(URL(scope=scope).path, exc)(scope, receive, send)
             return
         caller = f"key:{key_id}" if key_id is not None else f"ip:{client_address(scope)}"
         wait = self.buckets.take(caller)

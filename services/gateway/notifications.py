@@ -11,12 +11,10 @@ from pydantic import BaseModel
 
 from services.gateway.auth import ANY_ROLE, access
 from services.gateway.cursors import CursorScope, PageCursors
-from services.gateway.problems import Problem
 from services.gateway.routes import PROBLEM_RESPONSES
 from shared.events import Identifier
 from shared.notifications.model import Delivery, DeliveryStatus
 from shared.store.api_keys import ApiKey, ApiKeys
-from shared.store.cursor import InvalidCursor
 from shared.store.notifications import NotificationStore
 
 
@@ -77,16 +75,13 @@ def build_notifications_router(
         scope = CursorScope.of(
             "notifications", project_id, key, status=status.value if status else None
         )
-        try:
-            items, next_cursor = await store.list(
-                project_id,
-                status=status,
-                limit=limit,
-                cursor=cursors.open(cursor, scope),
-                workspaces=key.workspaces,
-            )
-        except InvalidCursor as exc:
-            raise Problem(400, "invalid-cursor", "Invalid cursor", str(exc)) from exc
+        items, next_cursor = await store.list(
+            project_id,
+            status=status,
+            limit=limit,
+            cursor=cursors.open(cursor, scope),
+            workspaces=key.workspaces,
+        )
         return DeliveryPage(
             items=[DeliveryView.of(d) for d in items],
             next_cursor=cursors.seal(next_cursor, scope),

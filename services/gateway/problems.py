@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 import structlog
@@ -13,7 +14,7 @@ from pydantic_core import PydanticCustomError
 from pymongo.errors import PyMongoError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from shared.errors import RetryableError
+from shared.errors import InterlockError, is_transient
 
 log = structlog.get_logger(__name__)
 
@@ -22,8 +23,10 @@ TYPE_BASE = "https://interlock.dev/problems/"
 RETRY_AFTER_SECONDS = 5
 
 
-class Problem(Exception):
-    """Raise from a route to answer with a problem document."""
+class Problem(InterlockError):
+    """A refusal of the request itself (its body, headers, key or limits), raised from a route
+    or a dependency with the problem given here. Errors of the domain carry their own problem
+    as class attributes instead (shared/errors.py)."""
 
     def __init__(
         self,
@@ -35,12 +38,14 @@ class Problem(Exception):
         **extensions: Any,
     ) -> None:
         super().__init__(detail)
-        self.status = status
-        self.slug = slug
-        self.title = title
-        self.detail = detail
+        self.problem_status = status
+        self.problem_type = slug
+        self.problem_title = title
         self.headers = headers
         self.extensions = extensions
+
+    def problem_extensions(self) -> dict[str, Any]:
+        return self.extensions
 
 
 def problem_at(
@@ -137,12 +142,49 @@ def _http_problem(request: Request, exc: StarletteHTTPException) -> tuple[str, s
     return slug, str(exc.detail), str(exc.detail)
 
 
-def install_problem_handlers(app: FastAPI) -> None:
-    @app.exception_handler(Problem)
-    async def _problem(request: Request, exc: Problem) -> JSONResponse:
+DRIVER_ERRORS = (PyMongoError, KafkaError, sqlite3.Error, TimeoutError)
+"""What the drivers raise unwrapped: answered like Interlock's own errors (a 503 when
+``is_transient``, the one retry rule), not left to the catch-all, after which the server logs
+the error again as a crash."""
+
+
+def unavailable_at(path: str, exc: BaseException) -> JSONResponse:
+    log.warning("dependency.unavailable", error=repr(exc), path=path)
+    return problem_at(
+        path,
+        503,
+        "service-unavailable",
+        "Service unavailable",
+        "a backing service (database or broker) did not answer; retry later",
+        headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+    )
+
+
+def error_response(request: Request, exc: Exception) -> JSONResponse:
+    """The problem document of any error: a transient failure is a 503, an ``InterlockError``
+    answers with the problem it carries, and anything else (or an error that carries no problem
+    of its own, a 500) is a bug, logged and never described to the client."""
+    if is_transient(exc):
+        return unavailable_at(request.url.path, exc)
+    if not isinstance(exc, InterlockError) or exc.problem_status >= 500:
+        log.error("request.failed", path=request.url.path, exc_info=exc)
         return problem_response(
-            request, exc.status, exc.slug, exc.title, exc.detail, exc.headers, **exc.extensions
+            request, 500, "internal-error", "Internal error", "an unexpected error; it was logged"
         )
+    return problem_response(
+        request,
+        exc.problem_status,
+        exc.problem_type,
+        exc.problem_title,
+        str(exc),
+        exc.headers if isinstance(exc, Problem) else None,
+        **exc.problem_extensions(),
+    )
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    """Every error becomes a problem document: one handler for Interlock's errors and the
+    dependencies' (``error_response``), and FastAPI's own validation and HTTP errors."""
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -155,24 +197,10 @@ def install_problem_handlers(app: FastAPI) -> None:
         headers = dict(exc.headers) if exc.headers else None
         return problem_response(request, exc.status_code, slug, title, detail, headers=headers)
 
-    async def _unavailable(request: Request, exc: Exception) -> JSONResponse:
-        log.warning("dependency.unavailable", error=repr(exc), path=request.url.path)
-        return problem_response(
-            request,
-            503,
-            "service-unavailable",
-            "Service unavailable",
-            "a backing service (database or broker) did not answer; retry later",
-            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
-        )
+    async def _error(request: Request, exc: Exception) -> JSONResponse:
+        return error_response(request, exc)
 
-    # The database or the broker failing is never the client's fault, and a retry may succeed.
-    for dependency_error in (RetryableError, PyMongoError, KafkaError, TimeoutError):
-        app.add_exception_handler(dependency_error, _unavailable)
-
-    @app.exception_handler(Exception)
-    async def _bug(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("request.failed", path=request.url.path)
-        return problem_response(
-            request, 500, "internal-error", "Internal error", "an unexpected error; it was logged"
-        )
+    for handled in (InterlockError, *DRIVER_ERRORS):
+        app.add_exception_handler(handled, _error)
+    # Anything else: Starlette sends this handler's answer, then lets the server log the error.
+    app.add_exception_handler(Exception, _error)

@@ -13,13 +13,8 @@ from pydantic import BaseModel, ValidationError
 from services.gateway.auth import ANY_ROLE, OWNERS, WRITERS, access
 from services.gateway.cursors import CursorScope, PageCursors
 from services.gateway.intake import (
-    AlreadyFinished,
-    DecisionConflict,
-    ExecutionNotFound,
-    IdempotencyKeyReused,
     Intake,
     ReviewAnswer,
-    UnknownAgent,
 )
 from services.gateway.problems import Problem
 from services.gateway.schemas import (
@@ -38,24 +33,11 @@ from services.gateway.schemas import (
 )
 from shared.agents import AgentRegistry
 from shared.custom_headers import (
-    MAX_COUNT,
-    MAX_TOTAL_BYTES,
-    MAX_VALUE_BYTES,
-    CustomHeadersRejected,
     within_limits,
 )
-from shared.domain.decisions import (
-    AgentVersionChanged,
-    DecisionNotAllowed,
-    InvalidDecision,
-    NotSuspended,
-    StaleSuspension,
-)
 from shared.domain.execution import ExecutionStatus
-from shared.domain.principals import SeparationOfDuties
 from shared.events import Identifier
 from shared.store.api_keys import ApiKey, ApiKeys
-from shared.store.cursor import InvalidCursor
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -152,31 +134,6 @@ def body_schema(model: type[BaseModel]) -> dict[str, Any]:
     schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
     schema.pop("$defs", None)
     return schema
-
-
-def _not_found(execution_id: str) -> Problem:
-    return Problem(
-        404, "execution-not-found", "Execution not found", f"no execution {execution_id} here"
-    )
-
-
-def _custom_headers(request: Request) -> dict[str, str]:
-    """The request's ``X-Interlock-Custom-*`` headers for the agent (the gateway's publisher
-    seals them before they reach the bus), or a 400 beyond their limits."""
-    try:
-        return within_limits(request.headers.items())
-    except CustomHeadersRejected as exc:
-        raise Problem(
-            400,
-            "custom-headers-too-large",
-            "Custom headers over the limit",
-            str(exc),
-            limits={
-                "count": MAX_COUNT,
-                "value_bytes": MAX_VALUE_BYTES,
-                "total_bytes": MAX_TOTAL_BYTES,
-            },
-        ) from exc
 
 
 def is_json_media_type(content_type: str) -> bool:
@@ -298,25 +255,16 @@ def build_router(
         """Start an execution. The same idempotency key (body field or ``Idempotency-Key``
         header, the same in both if both are sent) returns the same execution."""
         key = idempotency_key_of(body.idempotency_key, idempotency_key)
-        try:
-            execution = await intake.invoke(
-                project_id=project_id,
-                workspace_id=workspace_id,
-                agent=body.agent,
-                agent_input=body.agent_input(),
-                idempotency_key=key,
-                requested_by=principal.principal,
-                requester_identity=principal.identity,
-                headers=_custom_headers(request),
-            )
-        except UnknownAgent as exc:
-            raise Problem(
-                400, "unknown-agent", "Unknown agent", str(exc), agents=exc.known
-            ) from exc
-        except IdempotencyKeyReused as exc:
-            raise Problem(
-                409, "idempotency-key-reused", "Idempotency key reused", str(exc)
-            ) from exc
+        execution = await intake.invoke(
+            project_id=project_id,
+            workspace_id=workspace_id,
+            agent=body.agent,
+            agent_input=body.agent_input(),
+            idempotency_key=key,
+            requested_by=principal.principal,
+            requester_identity=principal.identity,
+            headers=within_limits(request.headers.items()),
+        )
         path = f"/api/v1/projects/{project_id}/executions/{execution.execution_id}"
         scope = f"workspace_id={workspace_id}"
         return InvokeAccepted(
@@ -339,10 +287,7 @@ def build_router(
         workspace_id: WorkspaceQuery,
         key: ApiKey = reader,
     ) -> ExecutionView:
-        try:
-            execution = await intake.get(project_id, workspace_id, execution_id)
-        except ExecutionNotFound as exc:
-            raise _not_found(execution_id) from exc
+        execution = await intake.get(project_id, workspace_id, execution_id)
         view = ExecutionView.of(execution)
         view.approvals = [ApprovalView.of(a) for a in await intake.approvals_of(execution)]
         return view
@@ -355,10 +300,7 @@ def build_router(
         key: ApiKey = reader,
     ) -> AuditTrail:
         """Every status change and rejected decision of the execution: who, when and why."""
-        try:
-            execution = await intake.get(project_id, workspace_id, execution_id)
-        except ExecutionNotFound as exc:
-            raise _not_found(execution_id) from exc
+        execution = await intake.get(project_id, workspace_id, execution_id)
         return AuditTrail(
             execution_id=execution_id,
             items=execution.audit,
@@ -383,12 +325,9 @@ def build_router(
             workspace_id=workspace_id,
             status=status_filter.value if status_filter else None,
         )
-        try:
-            page = await intake.list_executions(
-                project_id, workspace_id, status_filter, limit, cursors.open(cursor, scope)
-            )
-        except InvalidCursor as exc:
-            raise Problem(400, "invalid-cursor", "Invalid cursor", str(exc)) from exc
+        page = await intake.list_executions(
+            project_id, workspace_id, status_filter, limit, cursors.open(cursor, scope)
+        )
         return ExecutionPage(
             items=[ExecutionView.of(e) for e in page.items],
             next_cursor=cursors.seal(page.next_cursor, scope),
@@ -419,53 +358,14 @@ def build_router(
         LangChain's ``decisions`` list for action suspensions (see ResumeRequest)."""
         body = parse_resume_body(raw)
         answer = ReviewAnswer(**body.model_dump())
-        try:
-            outcome = await intake.decide(
-                project_id=project_id,
-                workspace_id=workspace_id,
-                execution_id=execution_id,
-                answer=answer,
-                reviewer=key.as_reviewer(),
-                headers=_custom_headers(request),
-            )
-        except ExecutionNotFound as exc:
-            raise _not_found(execution_id) from exc
-        except DecisionNotAllowed as exc:
-            raise Problem(
-                400,
-                "decision-not-allowed",
-                "Decision not allowed",
-                str(exc),
-                allowed_decisions=exc.allowed,
-            ) from exc
-        except InvalidDecision as exc:
-            raise Problem(400, "invalid-decision", "Invalid decision", str(exc)) from exc
-        except AgentVersionChanged as exc:
-            raise Problem(
-                409,
-                "agent-version-changed",
-                "Agent code changed since the suspension",
-                str(exc),
-                suspended_with=exc.suspended_with,
-                current=exc.current,
-            ) from exc
-        except StaleSuspension as exc:
-            raise Problem(409, "stale-generation", "Stale generation", str(exc)) from exc
-        except NotSuspended as exc:
-            named = {"winning_decision": exc.winner} if exc.winner is not None else {}
-            raise Problem(
-                409, "not-suspended", "Execution is not suspended", str(exc), **named
-            ) from exc
-        except DecisionConflict as exc:
-            raise Problem(
-                409,
-                "decision-conflict",
-                "Decision already submitted",
-                str(exc),
-                winning_decision=exc.winner,
-            ) from exc
-        except SeparationOfDuties as exc:
-            raise separation_problem(exc) from exc
+        outcome = await intake.decide(
+            project_id=project_id,
+            workspace_id=workspace_id,
+            execution_id=execution_id,
+            answer=answer,
+            reviewer=key.as_reviewer(),
+            headers=within_limits(request.headers.items()),
+        )
         resolution = outcome.resolution
         return ResumeAccepted(
             execution_id=execution_id,
@@ -501,34 +401,16 @@ def build_router(
     ) -> CancelAccepted:
         """Stop an execution (pending, running, suspended or resuming); 409 once it ended."""
         body = json_object(raw, CancelRequest, required=False)
-        try:
-            await intake.cancel(
-                project_id=project_id,
-                workspace_id=workspace_id,
-                execution_id=execution_id,
-                reason=body.reason,
-                requested_by=key.principal,
-            )
-        except ExecutionNotFound as exc:
-            raise _not_found(execution_id) from exc
-        except AlreadyFinished as exc:
-            raise Problem(409, "already-finished", "Execution already finished", str(exc)) from exc
+        await intake.cancel(
+            project_id=project_id,
+            workspace_id=workspace_id,
+            execution_id=execution_id,
+            reason=body.reason,
+            requested_by=key.principal,
+        )
         return CancelAccepted(execution_id=execution_id)
 
     return router
-
-
-SEPARATION_TITLES = {
-    "self-approval": "Self-approval not allowed",
-    "link-not-personal": "A shared link cannot decide this",
-    "requester-unknown": "A link cannot decide this",
-    "link-approval-not-allowed": "Links may not approve this",
-}
-
-
-def separation_problem(exc: SeparationOfDuties) -> Problem:
-    """403: separation of duties forbids this reviewer this decision (the rule in ``slug``)."""
-    return Problem(403, exc.slug, SEPARATION_TITLES.get(exc.slug, "Not allowed"), str(exc))
 
 
 def json_object(raw: Any, model: type[M], *, required: bool) -> M:

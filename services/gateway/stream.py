@@ -41,7 +41,7 @@ from fastapi.sse import EventSourceResponse, ServerSentEvent
 
 from services.gateway.auth import ANY_ROLE, KeyRechecks, access
 from services.gateway.feed import ExecutionFeed, Watch
-from services.gateway.intake import ExecutionNotFound, Intake
+from services.gateway.intake import Intake
 from services.gateway.problems import Problem
 from services.gateway.routes import PROBLEM_RESPONSES
 from services.gateway.schemas import ExecutionView
@@ -294,15 +294,7 @@ def build_stream_router(
         _: Watch = Depends(watching),
         key: ApiKey = reader,
     ) -> Execution:
-        try:
-            return await intake.get(project_id, workspace_id, execution_id)
-        except ExecutionNotFound as exc:
-            raise Problem(
-                404,
-                "execution-not-found",
-                "Execution not found",
-                f"no execution {execution_id} here",
-            ) from exc
+        return await intake.get(project_id, workspace_id, execution_id)
 
     def resume_point(
         execution: Execution = Depends(watched),

@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from shared.domain.cancellation import AlreadyFinished as AlreadyFinished  # the handlers' name
+from shared.domain.cancellation import check_cancellable
 from shared.domain.deadlines import CANCEL, DeadlineKind, Deadlines
 from shared.domain.decisions import DecisionError, resolve_decision
 from shared.domain.execution import (
@@ -307,19 +309,12 @@ def on_refused(execution: Execution, report: ExecutionReported) -> Outcome:
     return walk.outcome()
 
 
-class AlreadyFinished(InterlockError):
-    def __init__(self, status: ExecutionStatus) -> None:
-        super().__init__(f"execution is already {status.value}; there is nothing to cancel")
-        self.status = status
-
-
 def on_cancel(execution: Execution, event: CancelRequested) -> Outcome:
     """Cancel at once. The epoch moves on, so a run still under way is stale from now on: its
     reports are ignored and a queued command for it is skipped."""
     if execution.status is S.CANCELLED:
         return Outcome(execution, ignored="already cancelled")
-    if execution.status.is_terminal:
-        raise AlreadyFinished(execution.status)
+    check_cancellable(execution)
     walk = _Walk(execution)
     walk.to(
         S.CANCELLED,

@@ -19,10 +19,16 @@ class DecisionError(InterlockError):
     """The decision cannot be applied; never retryable."""
 
     reason_code = "decision-invalid"
+    problem_type = "invalid-decision"
+    problem_title = "Invalid decision"
+    problem_status = 400
 
 
 class NotSuspended(DecisionError):
     reason_code = "not-suspended"
+    problem_type = "not-suspended"
+    problem_title = "Execution is not suspended"
+    problem_status = 409
 
     def __init__(self, status: ExecutionStatus) -> None:
         super().__init__(f"execution is {status.value}, not suspended; nothing to decide")
@@ -30,9 +36,15 @@ class NotSuspended(DecisionError):
         self.winner: dict[str, Any] | None = None
         """The decision that took the suspension the answer named, when it is known."""
 
+    def problem_extensions(self) -> dict[str, Any]:
+        return {"winning_decision": self.winner} if self.winner is not None else {}
+
 
 class StaleSuspension(DecisionError):
     reason_code = "stale-suspension"
+    problem_type = "stale-generation"  # the API calls a suspension's id its generation
+    problem_title = "Stale generation"
+    problem_status = 409
 
     def __init__(self, given: int, current: int) -> None:
         super().__init__(
@@ -43,12 +55,17 @@ class StaleSuspension(DecisionError):
 
 class DecisionNotAllowed(DecisionError):
     reason_code = "decision-not-allowed"
+    problem_type = "decision-not-allowed"
+    problem_title = "Decision not allowed"
 
     def __init__(self, decision: str, allowed: list[str]) -> None:
         super().__init__(
             f"decision {decision!r} is not allowed here; allowed decisions: {', '.join(allowed)}"
         )
         self.allowed = allowed
+
+    def problem_extensions(self) -> dict[str, Any]:
+        return {"allowed_decisions": self.allowed}
 
 
 class InvalidDecision(DecisionError):
@@ -59,6 +76,9 @@ class InvalidDecision(DecisionError):
 
 class AgentVersionChanged(DecisionError):
     reason_code = "agent-version-changed"
+    problem_type = "agent-version-changed"
+    problem_title = "Agent code changed since the suspension"
+    problem_status = 409
 
     def __init__(self, suspended_with: str, current: str) -> None:
         super().__init__(
@@ -68,6 +88,9 @@ class AgentVersionChanged(DecisionError):
         )
         self.suspended_with = suspended_with
         self.current = current
+
+    def problem_extensions(self) -> dict[str, Any]:
+        return {"suspended_with": self.suspended_with, "current": self.current}
 
 
 def check_agent_version(execution: Execution, current: AgentVersion | None) -> None:

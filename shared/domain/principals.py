@@ -71,12 +71,27 @@ class Reviewer:
         return cls(label=f"link:{channel} for {shown}", identity=recipient, via_link=True)
 
 
+SEPARATION_TITLES = {
+    "self-approval": "Self-approval not allowed",
+    "link-not-personal": "A shared link cannot decide this",
+    "requester-unknown": "A link cannot decide this",
+    "link-approval-not-allowed": "Links may not approve this",
+}
+"""The problem title of each rule (the rule's slug is the problem's type)."""
+
+
 class SeparationOfDuties(InterlockError):
     """The reviewer may not take this decision; ``slug`` says which rule (HTTP 403)."""
+
+    problem_type = "not-allowed"
+    problem_title = "Not allowed"
+    problem_status = 403
 
     def __init__(self, slug: str, message: str) -> None:
         super().__init__(message)
         self.slug = slug
+        self.problem_type = slug
+        self.problem_title = SEPARATION_TITLES.get(slug, self.problem_title)
 
 
 def check_reviewer(

@@ -10,11 +10,17 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
+from fastapi import FastAPI
 
 from services.gateway import app as gateway_app
+from services.gateway.action_links import install_action_links
 from services.gateway.app import GatewaySettings, create_app
+from services.gateway.intake import Intake
+from services.gateway.problems import install_problem_handlers
+from shared.agents import AgentRegistry, AgentSpec, ReviewRules
 from shared.domain.execution import ExecutionStatus
 from shared.domain.principals import Reviewer, group, person
+from shared.events import DecisionSubmitted
 from shared.notifications.action_links import (
     ActionLink,
     LinkExpired,
@@ -24,6 +30,10 @@ from shared.notifications.action_links import (
     verify,
 )
 from shared.notifications.model import Notification
+from shared.store.memory import InMemoryStore
+from shared.topics import Topics
+from tests.factories import SCOPE, suspended
+from tests.publishers import RecordingPublisher
 from tests.unit.inprocess import World
 
 SECRET = "test-action-link-secret-of-some-length"
@@ -216,3 +226,42 @@ async def test_expired_altered_and_disabled_links_decide_nothing(
     ) as client:
         assert (await client.post(links["approve"])).status_code == 404
     assert (await world.execution(execution_id)).status is ExecutionStatus.SUSPENDED
+
+
+async def test_an_approval_toward_a_quorum_says_how_many_more_it_needs() -> None:
+    store = InMemoryStore()
+    registry = AgentRegistry(
+        [
+            AgentSpec(
+                name="pair",
+                factory="agents.refund_approval:build_graph",
+                review=ReviewRules(self_approval=False, approvals_required=2),
+            )
+        ]
+    )
+    recorder = RecordingPublisher()
+    intake = Intake(store=store, publisher=recorder, topics=Topics(""), registry=registry)
+    requester = {"requested_by": "key:req", "requester_identity": person("req@example.com")}
+    waiting = suspended("exec-pair").model_copy(update={"agent": "pair", **requester})
+    await store.executions.create(waiting)
+    app = FastAPI()
+    install_problem_handlers(app)
+    install_action_links(app, intake, store.spent_links, SECRET)
+
+    def approve_link(email: str) -> str:
+        scope = {"execution_id": "exec-pair", **SCOPE}
+        expires_at = datetime.now(UTC) + timedelta(hours=1)
+        made = link(link_id=email, recipient=person(email), expires_at=expires_at, **scope)
+        return "/act/" + sign(made, SECRET)
+
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as http:
+        first = await http.post(approve_link("ann@example.com"))
+        assert first.status_code == 200 and "Approval recorded" in first.text
+        assert "needs 2 approvals: 1 so far, 1 more is needed" in first.text
+        assert "The agent resumes" not in first.text
+        assert not [e for e in recorder.published if isinstance(e, DecisionSubmitted)]
+        second = await http.post(approve_link("ben@example.com"))
+        assert second.status_code == 200 and "The agent resumes." in second.text
+    [decided] = [e for e in recorder.published if isinstance(e, DecisionSubmitted)]
+    assert decided.approvers is not None and len(decided.approvers) == 2

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from agents.ledger import read_all
-from services.gateway.intake import DecisionConflict
+from services.gateway.errors import DecisionConflict
 from services.orchestrator.app import OrchestratorSettings
 from services.orchestrator.app import register as register_orchestrator
 from services.sandbox.app import SandboxSettings
