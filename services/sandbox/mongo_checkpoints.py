@@ -38,11 +38,8 @@ value.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import json
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -61,6 +58,8 @@ from pymongo import ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
+from services.sandbox.checkpoint_run import Known, Run, current_run, store_held
+from services.sandbox.checkpoint_run import run_scope as run_scope
 from shared.errors import Fenced
 
 CHECKPOINTS = "checkpoints"
@@ -90,97 +89,6 @@ def _thread_of(config: RunnableConfig) -> tuple[str, str]:
         _identifier(configurable["thread_id"], "thread_id"),
         _identifier(configurable.get("checkpoint_ns", ""), "checkpoint_ns"),
     )
-
-
-@dataclass
-class _Known:
-    """A checkpoint as this run last read or wrote it (serialized, so LangGraph's later changes
-    to its own objects never leak into what is read back)."""
-
-    document: Document
-    writes: list[Document] = field(default_factory=list)
-    saver: AsyncMongoSaver | None = None
-    """Set while the run holds a change of it not yet stored: stored when the run ends."""
-
-
-@dataclass
-class _Run:
-    """What one run knows of its threads: the newest checkpoint of each, and writes made to a
-    checkpoint before its own put (LangGraph stores a run's last writes and checkpoint at exit,
-    in either order, even concurrently)."""
-
-    newest: dict[tuple[str, str], _Known] = field(default_factory=dict)
-    early: dict[tuple[str, str, str], _Known] = field(default_factory=dict)
-    heads: dict[tuple[str, str], Document | None] = field(default_factory=dict)
-    """Heads this run read from the database (None: the thread had none)."""
-    extra: Callable[[], dict[str, Any]] | None = None
-    """What the run keeps with its thread's head (the sandbox's step index)."""
-    guard: Callable[[dict[str, Any] | None], bool] | None = None
-    """Given what the head this run's put replaced kept (``extra``), may this run's stand?"""
-
-
-_run: contextvars.ContextVar[_Run | None] = contextvars.ContextVar(
-    "interlock_checkpoint_run", default=None
-)
-
-
-@contextlib.asynccontextmanager
-async def run_scope(
-    extra: Callable[[], dict[str, Any]] | None = None,
-    guard: Callable[[dict[str, Any] | None], bool] | None = None,
-) -> AsyncIterator[None]:
-    """Within: the one run that owns its threads (the sandbox fences every other) reads each
-    thread from the database at most once; its own writes are read back from memory, and
-    stored when the block ends without an exception (its newest checkpoint with its pending
-    writes, one command a thread; a block that raises stores nothing more: its run is fenced,
-    or the database failed and the run will be retried). ``extra`` is called at each checkpoint
-    the run stores, and what it returns is kept with the thread's head (``head_extra`` reads it
-    back in the next run); ``guard`` is asked, at each of them, whether the run's checkpoint may
-    replace the head it replaced (see the module docstring; ``Fenced`` when it may not)."""
-    run = _Run(extra=extra, guard=guard)
-    token = _run.set(run)
-    try:
-        yield
-        await _store_held(run)
-    finally:
-        _run.reset(token)
-
-
-async def _store_held(run: _Run) -> None:
-    """Store what the run holds: each thread's newest checkpoint changed in the run, then the
-    writes of checkpoints it never put (as write sets)."""
-    for key, known in list(run.newest.items()):
-        if known.saver is not None:
-            await known.saver._write_head(run, key, known)
-    early, run.early = run.early, {}
-    for (thread_id, checkpoint_ns, checkpoint_id), known in early.items():
-        if known.saver is not None and known.writes:
-            await known.saver._insert_write_set(
-                thread_id, checkpoint_ns, checkpoint_id, known.writes, replaces=True
-            )
-
-
-def known_to_be_new(thread_id: str, checkpoint_ns: str = "") -> None:
-    """Tell the run that the thread has no checkpoint yet (its first attempt of its first run):
-    the run's reads of it then cost nothing."""
-    run = _run.get()
-    if run is not None:
-        run.heads.setdefault((thread_id, checkpoint_ns), None)
-
-
-def head_extra(thread_id: str, checkpoint_ns: str = "") -> dict[str, Any] | None:
-    """What the run that wrote the thread's newest checkpoint kept with it (``run_scope``'s
-    ``extra``), as this run read it: ``{}`` when the thread has no checkpoint at all, None when
-    this saver did not read the thread in this run or its head keeps nothing (written before,
-    or by another saver)."""
-    run = _run.get()
-    if run is None or (thread_id, checkpoint_ns) not in run.heads:
-        return None
-    head = run.heads[(thread_id, checkpoint_ns)]
-    if head is None:
-        return {}
-    kept = head.get("interlock")
-    return dict(kept) if isinstance(kept, dict) else None
 
 
 class AsyncMongoSaver(BaseCheckpointSaver[int]):
@@ -213,17 +121,17 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
             "checkpoint": serialized,
             "metadata": dumps_metadata(self.serde, get_checkpoint_metadata(config, metadata)),
         }
-        run = _run.get()
+        run = current_run()
         if run is not None:
             key = (thread_id, checkpoint_ns)
             previous = run.newest.get(key)
             if previous is not None and previous.saver is not None:
                 # Another checkpoint in the same run (never with durability="exit"): the one
                 # before goes to the database now, so history keeps it.
-                await self._write_head(run, key, previous)
+                await self.write_head(run, key, previous)
             # The same object the checkpoint's writes went to: LangGraph may store them before
             # the checkpoint, even concurrently with it.
-            known = run.early.pop((thread_id, checkpoint_ns, checkpoint_id), None) or _Known({})
+            known = run.early.pop((thread_id, checkpoint_ns, checkpoint_id), None) or Known({})
             known.document = document
             known.saver = self
             run.newest[key] = known
@@ -237,7 +145,7 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
             }
         }
 
-    async def _write_head(self, run: _Run, key: tuple[str, str], known: _Known) -> None:
+    async def write_head(self, run: Run, key: tuple[str, str], known: Known) -> None:
         """Store a checkpoint the run holds, with its writes, as its thread's head."""
         head = {
             k: v
@@ -319,7 +227,7 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
             current.writes = _merged(current.writes, stored, replaces=replaces)
             current.saver = self
             return
-        await self._insert_write_set(thread_id, checkpoint_ns, checkpoint_id, stored, replaces)
+        await self.insert_write_set(thread_id, checkpoint_ns, checkpoint_id, stored, replaces)
         # A head that said it held all its writes no longer does.
         await self._heads.update_one(
             {
@@ -330,7 +238,7 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
             {"$set": {"writes_complete": False}},
         )
 
-    async def _insert_write_set(
+    async def insert_write_set(
         self,
         thread_id: str,
         checkpoint_ns: str,
@@ -356,10 +264,10 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
         )
 
     @staticmethod
-    def _known_writes(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> _Known | None:
+    def _known_writes(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> Known | None:
         """What this run holds of a checkpoint's writes: the newest checkpoint's, or those of
         one not put yet (kept for its put). None outside a run, or for an older checkpoint."""
-        run = _run.get()
+        run = current_run()
         if run is None:
             return None
         newest = run.newest.get((thread_id, checkpoint_ns))
@@ -367,13 +275,13 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
             return newest
         if newest is not None and str(newest.document.get("checkpoint_id")) > checkpoint_id:
             return None  # an older checkpoint's writes: read from the database when asked
-        return run.early.setdefault((thread_id, checkpoint_ns, checkpoint_id), _Known({}))
+        return run.early.setdefault((thread_id, checkpoint_ns, checkpoint_id), Known({}))
 
     async def adelete_thread(self, thread_id: str) -> None:
         thread = {"thread_id": _identifier(thread_id, "thread_id")}
         for collection in (self._checkpoints, self._heads, self._write_sets, self._legacy_writes):
             await collection.delete_many(thread)
-        run = _run.get()
+        run = current_run()
         if run is not None:
             run.newest = {k: v for k, v in run.newest.items() if k[0] != thread_id}
             run.early = {k: v for k, v in run.early.items() if k[0] != thread_id}
@@ -384,7 +292,7 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         thread_id, checkpoint_ns = _thread_of(config)
         wanted = get_checkpoint_id(config)
-        run = _run.get()
+        run = current_run()
         current = None if run is None else run.newest.get((thread_id, checkpoint_ns))
         if current is not None and wanted in (None, current.document["checkpoint_id"]):
             return self._tuple(current.document, current.writes)
@@ -407,7 +315,7 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
         document.pop("_id", None)
         writes = await self._writes_of(document)
         if run is not None and wanted is None:
-            run.newest[(thread_id, checkpoint_ns)] = _Known(document, writes)
+            run.newest[(thread_id, checkpoint_ns)] = Known(document, writes)
         return self._tuple(document, writes)
 
     async def alist(
@@ -420,9 +328,9 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
     ) -> AsyncIterator[CheckpointTuple]:
         # Not on a run's path (history, tools): a query by fields is fine here. What a run
         # holds is stored first, so the history is whole.
-        run = _run.get()
+        run = current_run()
         if run is not None:
-            await _store_held(run)
+            await store_held(run)
         query: Document = {}
         if config is not None:
             configurable = config["configurable"]

@@ -36,11 +36,11 @@ from opentelemetry import context as otel_context
 
 from interlock.sdk import PolicyError
 from interlock.sdk.runtime import StepRun, step_run
+from services.sandbox.checkpoint_run import head_extra, known_to_be_new
+from services.sandbox.checkpoint_run import run_scope as checkpoint_run_scope
 from services.sandbox.checkpointer import current_fence
 from services.sandbox.fingerprint import agent_fingerprint
 from services.sandbox.jsonable import to_jsonable
-from services.sandbox.mongo_checkpoints import head_extra, known_to_be_new
-from services.sandbox.mongo_checkpoints import run_scope as checkpoint_run_scope
 from services.sandbox.progress import STREAM_MODES, ProgressAnnouncer, ProgressRecorder
 from services.sandbox.reviews import interrupt_reviews, tool_rules
 from services.sandbox.step_index import StepIndex
