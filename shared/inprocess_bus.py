@@ -1,14 +1,15 @@
 """The in-process bus of ``interlock dev``: Kafka's delivery rules in one process, on SQLite.
 
 Each topic is an append-only log (one table for all topics, ordered by row id); each consumer
-group has a committed offset per topic. One pump per (group, topic) hands the messages to that
-group's ``Consumer`` (the very wrapper the Kafka subscribers use: same decoding, dead letters and
-retries) as the Kafka consumers do (issue 19): through a ``KeyedWindow``, up to the consumer's
-``limit`` at once, those of one key strictly in order and one at a time, those of different keys
-(different executions) concurrently. A message is delivered again until the consumer returns
-(it raises for what may succeed later). A publish returns once the message is stored, so what
-was in flight survives a restart of the process, as it would on Kafka. One partition per topic:
-order is per key, with concurrency across keys; a message with no key is a key of its own.
+group has a committed offset per topic. One pump per (group, topic), ``shared/inprocess_pump.py``,
+hands the messages to that group's ``Consumer`` (the very wrapper the Kafka subscribers use: same
+decoding, dead letters and retries) as the Kafka consumers do (issue 19): through a
+``KeyedWindow``, up to the consumer's ``limit`` at once, those of one key strictly in order and
+one at a time, those of different keys (different executions) concurrently. A message is
+delivered again until the consumer returns (it raises for what may succeed later). A publish
+returns once the message is stored, so what was in flight survives a restart of the process, as
+it would on Kafka. One partition per topic: order is per key, with concurrency across keys; a
+message with no key is a key of its own.
 
 Offsets. The ``committed`` column is the highest row id of the topic that the group is done
 with, and everything of the topic below it is done too: a pump commits below the oldest message
@@ -46,25 +47,20 @@ import contextlib
 import contextvars
 import json
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import aiosqlite
 import structlog
 from pydantic import BaseModel
 
-from shared.bus import RETRY_DELAY_SECONDS, Delivery, DeliveryHandler, Listener
+from shared.bus import Delivery, DeliveryHandler, Listener
 from shared.bus_headers import publishing
 from shared.events import encode_event
-from shared.keyed_window import Held, KeyedWindow
-from shared.waiting import wait_event
+from shared.inprocess_pump import Pump, Subscription
+from shared.keyed_window import KeyedWindow
 
 log = structlog.get_logger(__name__)
 
-BATCH = 100
-"""Rows a pump reads at once at most (fewer when its window has less room)."""
-IDLE_WAKE_SECONDS = 1.0
-"""A pump with nothing to do looks again this often even without a wake-up (belt and braces)."""
 PRUNE_EVERY_COMMITS = 100
 PRUNE_EVERY_SECONDS = 1.0
 KEEP_UNCONSUMED = 1000
@@ -90,17 +86,6 @@ CREATE TABLE IF NOT EXISTS bus_offsets (
 """
 
 
-@dataclass(frozen=True)
-class _Subscription:
-    """A consumer group's consumer of one topic, and how many of its messages it may take on."""
-
-    topic: str
-    group_id: str
-    consumer: DeliveryHandler
-    limit: int
-    max_held: int
-
-
 class InProcessBus:
     """Publisher, consumer host and listener host in one; ``start()`` opens the log and starts
     the pumps."""
@@ -109,12 +94,12 @@ class InProcessBus:
         self._path = str(path)
         self._db: aiosqlite.Connection | None = None
         self._write = asyncio.Lock()
-        self._consumers: list[_Subscription] = []
+        self._consumers: list[Subscription] = []
         self._listeners: dict[str, list[Listener]] = {}
         """By topic, in the order they were added."""
         self._heard_only: dict[str, int] = {}
         """The last offset told of each topic that only listeners hear (never written)."""
-        self._pumps: dict[tuple[str, str], _Pump] = {}
+        self._pumps: dict[tuple[str, str], Pump] = {}
         """By (group, topic), while the bus runs."""
         self._wake: dict[str, list[asyncio.Event]] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -142,7 +127,7 @@ class InProcessBus:
             raise ValueError(f"group {group_id!r} already has a consumer of {topic!r}")
         held = limit if max_held is None else max_held
         KeyedWindow[Delivery](limit=limit, max_held=held)  # limits that make no sense fail here
-        self._consumers.append(_Subscription(topic, group_id, consumer, limit, held))
+        self._consumers.append(Subscription(topic, group_id, consumer, limit, held))
 
     def add_listener(self, topic: str, listener: Listener) -> None:
         """Have ``listener`` hear every message of ``topic`` published on this bus from now on
@@ -174,7 +159,7 @@ class InProcessBus:
             self._changed = {str(row[0]) for row in await cursor.fetchall()}
         await self.prune()
         for subscription in self._consumers:
-            pump = _Pump(self, subscription)
+            pump = Pump(self, subscription)
             self._pumps[(subscription.group_id, subscription.topic)] = pump
             self._wake.setdefault(subscription.topic, []).append(pump.wake)
             self._tasks.append(asyncio.create_task(pump.run()))
@@ -369,134 +354,3 @@ class InProcessBus:
             )
             for row_id, key, headers, body in rows
         ]
-
-
-class _Pump:
-    """One consumer group reading one topic: reads the log into a keyed window, runs what the
-    window lets start as tasks, and commits below the oldest message not finished."""
-
-    def __init__(self, bus: InProcessBus, subscription: _Subscription) -> None:
-        self._bus = bus
-        self._topic = subscription.topic
-        self._group_id = subscription.group_id
-        self._consumer = subscription.consumer
-        self.window: KeyedWindow[Delivery] = KeyedWindow(
-            limit=subscription.limit, max_held=subscription.max_held
-        )
-        self.wake = asyncio.Event()
-        """Set by a publish to the topic, and by a finish that makes room in a full window."""
-        self._fetched = 0
-        """The highest id read into the window: the next read is above it, not above the
-        committed offset (what is held is not read twice)."""
-        self._handlers: set[asyncio.Task[None]] = set()
-        self._to_commit = 0
-        """The highest id below which (and at which) everything is finished."""
-        self._committed = 0
-        """The highest id written as committed."""
-        self._committer: asyncio.Task[None] | None = None
-
-    async def run(self) -> None:
-        committed = await self._bus._committed(self._group_id, self._topic)
-        self._fetched = self._to_commit = self._committed = committed
-        try:
-            while True:
-                self.wake.clear()
-                if self.window.full:
-                    await self._sleep()  # back-pressure: a finish makes room and wakes us
-                    continue
-                room = min(BATCH, self.window.max_held - self.window.held)
-                deliveries = await self._bus._rows_above(self._topic, self._fetched, room)
-                for delivery in deliveries:
-                    self._offer(delivery)
-                self._start_ready()
-                if len(deliveries) == room:
-                    continue  # there may be more: read on while the window has room
-                # Caught up: only a publish brings more (a finish does not, the window has room).
-                await self._bus._maybe_prune()
-                await self._sleep()
-        finally:
-            await self._abandon_in_flight()
-
-    async def _sleep(self) -> None:
-        await wait_event(self.wake, IDLE_WAKE_SECONDS)
-
-    def _offer(self, delivery: Delivery) -> None:
-        self._fetched = delivery.offset
-        # A message with no key is a key of its own: keyless messages do not wait for each other.
-        key = delivery.key if delivery.key is not None else ("no key", delivery.offset)
-        self.window.offer(Held(0, delivery.offset, key, delivery))
-
-    def _start_ready(self) -> None:
-        for held in self.window.start():
-            task = asyncio.create_task(self._handle(held))
-            self._handlers.add(task)
-            task.add_done_callback(self._handler_ended)
-
-    async def _handle(self, held: Held[Delivery]) -> None:
-        await _deliver_until_done(self._consumer, held.item)
-        was_full = self.window.full
-        point = self.window.finish(held)
-        if point is not None:
-            self._commit_below(point)
-        self._start_ready()  # the next of its key, or of another key now within the limit
-        if was_full:
-            self.wake.set()  # the pump stopped reading for want of room: there is some now
-
-    def _handler_ended(self, task: asyncio.Task[None]) -> None:
-        self._handlers.discard(task)
-        error = None if task.cancelled() else task.exception()
-        if error is not None:
-            # A bug, not a failed delivery (those are retried): the message stays in flight,
-            # holding back its key and the commits, so say so loudly.
-            log.error("bus.handler_crashed", consumer=self._consumer.name, exc_info=error)
-
-    def _commit_below(self, point: int) -> None:
-        """Everything below ``point`` (Kafka's convention: the next offset to read) is finished.
-        One write in flight per pump: a commit asked for while one is written is folded into
-        the next, which covers the newest point."""
-        self._to_commit = max(self._to_commit, point - 1)
-        if self._committer is None or self._committer.done():
-            self._committer = asyncio.create_task(self._write_commits())
-
-    async def _write_commits(self) -> None:
-        while self._committed < self._to_commit:
-            offset = self._to_commit
-            try:
-                await self._bus._commit(self._group_id, self._topic, offset)
-            except Exception as exc:
-                # A busy database: the messages are finished, the commit waits (a crash now would
-                # redeliver them, which the handlers absorb).
-                log.warning("bus.commit_failed", consumer=self._consumer.name, error=repr(exc))
-                await asyncio.sleep(RETRY_DELAY_SECONDS / 10)
-                continue
-            self._committed = offset
-
-    async def _abandon_in_flight(self) -> None:
-        """The pump is stopping: what is in flight is cancelled, unfinished, to be delivered
-        again on the next start as after a crash; what was finished below it is committed."""
-        handlers = list(self._handlers)
-        for task in handlers:
-            task.cancel()
-        await asyncio.gather(*handlers, return_exceptions=True)
-        if self._committer is not None and not self._committer.done():
-            # Its write may be half done; the one below covers it (a commit only moves forward).
-            self._committer.cancel()
-            await asyncio.gather(self._committer, return_exceptions=True)
-        if self._committed < self._to_commit:
-            # One attempt, not retries: a stop must not hang on a database that fails.
-            try:
-                await self._bus._commit(self._group_id, self._topic, self._to_commit)
-            except Exception as exc:
-                log.warning("bus.commit_failed", consumer=self._consumer.name, error=repr(exc))
-
-
-async def _deliver_until_done(consumer: DeliveryHandler, delivery: Delivery) -> None:
-    # The consumer dead-letters what can never succeed and raises for what may succeed
-    # later (it has paused already): delivering again is the redelivery Kafka would do.
-    while True:
-        try:
-            await consumer.deliver(delivery)
-            return
-        except Exception:
-            log.info("bus.redeliver", consumer=consumer.name, offset=delivery.offset)
-            await asyncio.sleep(RETRY_DELAY_SECONDS / 10)
