@@ -76,10 +76,11 @@ test: venv ## Install, start the infrastructure, run the whole suite, stop what 
 test-unit: venv ## Unit and contract tests against the in-memory fakes only (no infrastructure)
 	$(BIN)/pytest tests/unit tests/contract -m "not integration and not e2e"
 
-lint: venv ## ruff (lint + format check) and mypy --strict
+lint: venv ## ruff (lint + format check), mypy --strict and the import contracts (lint-imports)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 format: venv ## Apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix .

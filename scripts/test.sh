@@ -33,6 +33,8 @@ echo "== lint"
 $BIN/ruff check .
 $BIN/ruff format --check .
 $BIN/mypy
+# The import contracts of pyproject.toml's [tool.importlinter]; no cache file in the work tree.
+$BIN/lint-imports --no-cache
 
 # The review page's tests drive headless Chromium (tests/e2e/test_review_page.py) and fail, not
 # skip, without it: install Debian's browser and driver where they are missing.
