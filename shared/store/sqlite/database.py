@@ -17,24 +17,23 @@ from typing import Any
 
 import aiosqlite
 
+from shared.errors import is_transient
 from shared.store.errors import StoreUnavailable
 
 Params = Sequence[Any]
 
 BUSY_TIMEOUT_MS = 5_000
-_WAITING_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
 
 
 @contextlib.contextmanager
 def _busy_is_retryable() -> Iterator[None]:
     """Another connection held the write lock for longer than the busy timeout: the same
-    operation can succeed later, so the bus should retry it rather than dead-letter it."""
+    operation can succeed later, so the bus should retry it rather than dead-letter it. What
+    counts as busy is the one retry rule's (``shared.errors.is_transient``)."""
     try:
         yield
     except sqlite3.OperationalError as exc:
-        # sqlite_errorcode is the extended code (e.g. SQLITE_BUSY_SNAPSHOT); its low byte is
-        # the primary one.
-        if exc.sqlite_errorcode & 0xFF in _WAITING_CODES:
+        if is_transient(exc):
             raise StoreUnavailable(f"database is busy: {exc}") from exc
         raise
 
