@@ -57,12 +57,14 @@ class Fenced(InterlockError):
     without writing anything more. Not retryable: the newer attempt does the work."""
 
 
-# Server error codes that mean "not now": the node is stepping down, shutting down or not the
-# primary, a network hop failed, or the operation ran out of time.
-_MONGO_TRANSIENT_CODES = frozenset(
-    {6, 7, 50, 89, 91, 134, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436}
-)
-_MONGO_TRANSIENT_LABELS = ("RetryableWriteError", "TransientTransactionError")
+# MongoDB errors are transient unless they say the request itself is wrong. The other way round
+# (a list of "not now" codes) would turn every server failure not on the list into a dead letter,
+# and a MongoDB-compatible server has codes of its own: FerretDB answers an unreachable
+# PostgreSQL with an internal error, not with a step-down. What a retry cannot fix: a document
+# the server refuses (validation, size, type, parse errors) and a client that is misconfigured.
+# A duplicate key that reaches a caller (the expected ones are caught where a unique _id is the
+# claim) is a lost race, which re-reading resolves, like ConcurrencyConflict.
+_MONGO_REFUSED_CODES = frozenset({2, 9, 14, 17, 22, 52, 53, 55, 121, 2170, 10334, 17419, 17420})
 _SQLITE_WAITING_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
 
 
@@ -74,7 +76,8 @@ def is_transient(exc: BaseException) -> bool:
     ``ConcurrencyConflict``), timeouts, and the driver errors that adapters wrap or that reach
     the callers unwrapped (LangGraph's checkpointer, the Kafka producer): a MongoDB connection
     failure, timeout or step-down, a busy or locked SQLite file, a retriable Kafka error or a
-    Kafka timeout. False for everything else, such as a duplicate key or a rejected message.
+    Kafka timeout. MongoDB errors are transient unless they refuse the request itself (see
+    ``_MONGO_REFUSED_CODES``). False for everything else, such as a rejected message.
     """
     if isinstance(exc, InterlockError):
         return exc.retryable
@@ -100,11 +103,16 @@ def _is_mongo_transient(exc: BaseException) -> bool:
     errors = sys.modules.get("pymongo.errors")
     if errors is None or not isinstance(exc, errors.PyMongoError):
         return False
-    if isinstance(exc, errors.ConnectionFailure) or exc.timeout:
-        return True
-    if any(exc.has_error_label(label) for label in _MONGO_TRANSIENT_LABELS):
-        return True
-    return isinstance(exc, errors.OperationFailure) and exc.code in _MONGO_TRANSIENT_CODES
+    refused = (
+        errors.ConfigurationError,
+        errors.InvalidName,
+        errors.InvalidOperation,
+        errors.InvalidURI,
+        errors.DocumentTooLarge,
+    )
+    if isinstance(exc, refused):
+        return False
+    return not (isinstance(exc, errors.OperationFailure) and exc.code in _MONGO_REFUSED_CODES)
 
 
 def _is_kafka_transient(exc: BaseException) -> bool:
