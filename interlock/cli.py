@@ -165,12 +165,12 @@ app.add_typer(store_app, name="store")
 def init_store() -> None:
     """Create the collections' indexes (idempotent; a Kubernetes init step runs it) and exit."""
     from shared.settings import CommonSettings
-    from shared.store.mongo import MongoStore
+    from shared.store.factory import mongo_store
 
     settings = CommonSettings()
 
     async def init() -> None:
-        store = MongoStore.connect(settings.mongodb_uri, settings.mongodb_database)
+        store = mongo_store(settings)
         try:
             await store.ping()
             await store.ensure_indexes()

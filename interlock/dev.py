@@ -38,7 +38,7 @@ from shared.bus import Bus, EventPublisher, ensure_topics
 from shared.inprocess_bus import InProcessBus
 from shared.kafka_bus import KafkaBus
 from shared.logging import configure_logging
-from shared.store.mongo import MongoStore
+from shared.store.factory import mongo_store
 from shared.store.ports import Store
 from shared.store.sqlite import SqliteStore
 from shared.tracing import configure_tracing
@@ -100,12 +100,7 @@ async def on_infrastructure(settings: DevSettings) -> AsyncIterator[Wiring]:
     from services.sandbox.mongo_checkpoints import AsyncMongoSaver
 
     await ensure_topics(settings)
-    store = MongoStore.connect(
-        settings.mongodb_uri,
-        settings.mongodb_database,
-        operation_timeout_ms=settings.mongodb_timeout_ms,
-        slow_command_ms=settings.mongodb_slow_command_ms,
-    )
+    store = mongo_store(settings)
     try:
         bus = KafkaBus(settings, "interlock-dev")
         yield Wiring(

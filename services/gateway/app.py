@@ -36,7 +36,7 @@ from shared.logging import configure_logging
 from shared.settings import CommonSettings
 from shared.store.agent_versions import AgentVersionCheck
 from shared.store.api_keys import Role, create_key
-from shared.store.mongo import MongoStore
+from shared.store.factory import mongo_store
 from shared.store.ports import Store
 from shared.tracing import configure_tracing
 
@@ -120,12 +120,7 @@ def create_app(
     registry = load_registry(settings.agents_file)
     # Whoever creates the store closes it: a store passed in outlives this app.
     owns_store = store is None
-    store_ = store or MongoStore.connect(
-        settings.mongodb_uri,
-        settings.mongodb_database,
-        operation_timeout_ms=settings.mongodb_timeout_ms,
-        slow_command_ms=settings.mongodb_slow_command_ms,
-    )
+    store_ = store or mongo_store(settings)
     broker = create_broker(settings, SERVICE) if publisher is None else None
     publisher_ = publisher or KafkaPublisher(broker)  # type: ignore[arg-type]
     if listeners is None and isinstance(publisher, ListenerHost):

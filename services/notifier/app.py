@@ -38,7 +38,7 @@ from shared.notifications.config import ChannelConfig, ChannelError, load_channe
 from shared.notifications.model import Delivery, Notification
 from shared.notifications.policy import notification_for
 from shared.settings import CommonSettings
-from shared.store.mongo import MongoStore
+from shared.store.factory import mongo_store
 from shared.store.notifications import NotificationStore
 from shared.store.ports import Store
 from shared.tracing import configure_tracing
@@ -218,12 +218,7 @@ def create_app(settings: NotifierSettings | None = None) -> FastStream:
     configure_logging(SERVICE, level=settings.log_level, fmt=settings.log_format)
     configure_tracing(SERVICE)
     bus = KafkaBus(settings, SERVICE)
-    store = MongoStore.connect(
-        settings.mongodb_uri,
-        settings.mongodb_database,
-        operation_timeout_ms=settings.mongodb_timeout_ms,
-        slow_command_ms=settings.mongodb_slow_command_ms,
-    )
+    store = mongo_store(settings)
     dispatcher = register(bus, settings, bus.publisher, store)
     assert dispatcher is not None
     lag = bus.lag_monitor()

@@ -30,7 +30,7 @@ from shared.health import health_hooks
 from shared.kafka_bus import KafkaBus
 from shared.logging import announce_started, configure_logging
 from shared.settings import CommonSettings
-from shared.store.mongo import MongoStore
+from shared.store.factory import mongo_store
 from shared.store.ports import Store
 from shared.tracing import configure_tracing
 
@@ -121,12 +121,7 @@ def create_app(settings: OrchestratorSettings | None = None) -> FastStream:
     configure_logging(SERVICE, level=settings.log_level, fmt=settings.log_format)
     configure_tracing(SERVICE)
     bus = KafkaBus(settings, SERVICE)
-    store = MongoStore.connect(
-        settings.mongodb_uri,
-        settings.mongodb_database,
-        operation_timeout_ms=settings.mongodb_timeout_ms,
-        slow_command_ms=settings.mongodb_slow_command_ms,
-    )
+    store = mongo_store(settings)
     orchestrator, sweeper = register(bus, settings, store, bus.publisher)
     abandoned = abandoned_requests(orchestrator, settings, store)
     gauges = ExecutionGauges(store.executions)

@@ -26,7 +26,7 @@ from shared.health import health_hooks
 from shared.kafka_bus import KafkaBus
 from shared.logging import announce_started, configure_logging
 from shared.settings import CommonSettings
-from shared.store.mongo import MongoStore
+from shared.store.factory import mongo_store
 from shared.store.ports import Store
 from shared.tracing import configure_tracing
 
@@ -142,12 +142,7 @@ def create_app(settings: SandboxSettings | None = None) -> FastStream:
     configure_tracing(SERVICE)
     bus = KafkaBus(settings, SERVICE)
     publisher = bus.publisher
-    store = MongoStore.connect(
-        settings.mongodb_uri,
-        settings.mongodb_database,
-        operation_timeout_ms=settings.mongodb_timeout_ms,
-        slow_command_ms=settings.mongodb_slow_command_ms,
-    )
+    store = mongo_store(settings)
     late = _LateSandbox()
     _subscribe(bus, settings, publisher, late.on_dispatched)
 
