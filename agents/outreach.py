@@ -40,8 +40,9 @@ def _effects_url() -> str:
 
 
 @durable_step(name="send_email")
-def send_email(to: str, subject: str, *, idempotency_key: str) -> str:
-    """POST the email; the effects service applies each idempotency key once."""
+def send_email(to: str, subject: str, *, idempotency_key: str = "") -> str:
+    """POST the email; the effects service applies each idempotency key once. The durable step
+    passes the key, so callers leave it out (the default: a call outside Interlock has none)."""
     response = httpx.post(
         f"{_effects_url()}/effects/email",
         json={"to": to, "subject": subject},

@@ -10,7 +10,7 @@ import re
 import uuid
 from typing import Annotated, Any, TypedDict
 
-from langchain_core.messages import AnyMessage
+from langchain_core.messages import AIMessage, AnyMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
@@ -93,9 +93,7 @@ def issue_refund(state: RefundState, config: RunnableConfig) -> RefundState:
     return {
         "outcome": "refunded",
         "refund_id": refund_id,
-        "messages": [
-            {"role": "assistant", "content": f"Refunded ${state['claim']['amount']} ({refund_id})."}
-        ],
+        "messages": [AIMessage(f"Refunded ${state['claim']['amount']} ({refund_id}).")],
     }
 
 
@@ -112,7 +110,7 @@ def record_rejection(state: RefundState, config: RunnableConfig) -> RefundState:
     )
     return {
         "outcome": "rejected",
-        "messages": [{"role": "assistant", "content": f"Refund rejected. Notes: {notes}"}],
+        "messages": [AIMessage(f"Refund rejected. Notes: {notes}")],
     }
 
 
