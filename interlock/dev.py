@@ -34,6 +34,7 @@ from services.orchestrator.app import register as register_orchestrator
 from services.orchestrator.gauges import ExecutionGauges
 from services.sandbox.app import SandboxSettings, publish_agent_versions, size_thread_pool
 from services.sandbox.app import register as register_sandbox
+from shared import metrics
 from shared.bus import Bus, EventPublisher, ensure_topics
 from shared.inprocess_bus import InProcessBus
 from shared.kafka_bus import KafkaBus
@@ -130,7 +131,11 @@ async def serve(settings: DevSettings) -> None:
         dispatcher = register_notifier(wiring.bus, settings, wiring.publisher, wiring.store)
         await publish_agent_versions(graphs, wiring.store)
         app = create_app(
-            settings, store=wiring.store, publisher=wiring.publisher, listeners=wiring.bus
+            settings,
+            store=wiring.store,
+            publisher=wiring.publisher,
+            listeners=wiring.bus,
+            metrics_of=metrics.SERVICES,  # the four services run here
         )
         if settings.hosts_effects_sink:
             settings.data_dir.mkdir(parents=True, exist_ok=True)

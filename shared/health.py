@@ -17,7 +17,7 @@ import contextlib
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 
 import uvicorn
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -29,7 +29,10 @@ Check = Callable[[], Awaitable[None]]
 CHECK_TIMEOUT_SECONDS = 3.0
 
 
-def health_app(checks: Mapping[str, Check]) -> Starlette:
+def health_app(checks: Mapping[str, Check], metrics: CollectorRegistry = REGISTRY) -> Starlette:
+    """``metrics``: what ``/metrics`` serves (``shared.metrics.registry_of`` the process's
+    services; everything by default)."""
+
     async def alive(_: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})
 
@@ -45,20 +48,25 @@ def health_app(checks: Mapping[str, Check]) -> Starlette:
             return JSONResponse({"status": "unavailable", "failed": failed}, status_code=503)
         return JSONResponse({"status": "ready"})
 
+    async def scrape(_: Request) -> Response:
+        return Response(generate_latest(metrics), media_type=CONTENT_TYPE_LATEST)
+
     return Starlette(
-        routes=[Route("/healthz", alive), Route("/readyz", ready), Route("/metrics", metrics)]
+        routes=[Route("/healthz", alive), Route("/readyz", ready), Route("/metrics", scrape)]
     )
-
-
-async def metrics(_: Request) -> Response:
-    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
 
 class HealthServer:
     """The health app on its own port, started and stopped with the service."""
 
-    def __init__(self, host: str, port: int, checks: Mapping[str, Check]) -> None:
-        config = uvicorn.Config(health_app(checks), host=host, port=port, log_config=None)
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        checks: Mapping[str, Check],
+        metrics: CollectorRegistry = REGISTRY,
+    ) -> None:
+        config = uvicorn.Config(health_app(checks, metrics), host=host, port=port, log_config=None)
         self._server = _SignalFreeServer(config)
         self._task: asyncio.Task[None] | None = None
 
@@ -103,21 +111,27 @@ async def broker_reachable(ping: Callable[[float], Awaitable[bool]]) -> None:
 Hook = Callable[[], Awaitable[None]]
 
 
-def health_server(settings: CommonSettings, checks: Mapping[str, Check]) -> HealthServer | None:
+def health_server(
+    settings: CommonSettings, checks: Mapping[str, Check], *, metrics: CollectorRegistry
+) -> HealthServer | None:
     """The process's health listener, or None when ``INTERLOCK_HEALTH_PORT`` is not set."""
     if settings.health_port is None:
         return None
-    return HealthServer(settings.health_host, settings.health_port, checks)
+    return HealthServer(settings.health_host, settings.health_port, checks, metrics)
 
 
 def health_hooks(
     settings: CommonSettings,
     broker_ping: Callable[[float], Awaitable[bool]],
     database_ping: Check,
+    *,
+    metrics: CollectorRegistry,
 ) -> tuple[list[Hook], list[Hook]]:
     """Start-up and shut-down hooks of a consumer's health server (none without a port)."""
     server = health_server(
-        settings, {"kafka": lambda: broker_reachable(broker_ping), "database": database_ping}
+        settings,
+        {"kafka": lambda: broker_reachable(broker_ping), "database": database_ping},
+        metrics=metrics,
     )
     if server is None:
         return [], []

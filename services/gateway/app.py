@@ -7,7 +7,7 @@ import time. Tests may pass a store and a publisher to run without infrastructur
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -26,6 +26,7 @@ from services.gateway.problems import install_problem_handlers
 from services.gateway.routes import build_router
 from services.gateway.stream import StreamLimits, install_stream
 from services.gateway.web import SignInDefaults, install_api_docs, install_review_page
+from shared import metrics
 from shared.agents import load_registry
 from shared.bus import EventPublisher, KafkaPublisher, ListenerHost, create_broker
 from shared.custom_headers import SealingPublisher
@@ -110,10 +111,12 @@ def create_app(
     store: Store | None = None,
     publisher: EventPublisher | None = None,
     listeners: ListenerHost | None = None,
+    metrics_of: Sequence[str] = (SERVICE,),
 ) -> FastAPI:
     """With neither ``publisher`` nor ``listeners`` the gateway makes its own Kafka clients; a
     caller that passes a publisher (``interlock dev``, tests) passes the bus its streams listen
-    on too."""
+    on too. ``metrics_of``: the services this process runs, whose metrics the health listener
+    serves (``interlock dev``: all four)."""
     settings = settings or GatewaySettings()
     configure_logging(SERVICE, level=settings.log_level, fmt=settings.log_format)
     configure_tracing(SERVICE)
@@ -146,7 +149,9 @@ def create_app(
     # The gateway's view of the keys: the development key is refused outside development.
     keys = GatewayKeys(store_.api_keys, environment=settings.environment)
     # /metrics (every tenant's counts) only here, never on the public port.
-    health = health_server(settings, {"database": store_.ping})
+    health = health_server(
+        settings, {"database": store_.ping}, metrics=metrics.registry_of(*metrics_of)
+    )
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

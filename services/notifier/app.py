@@ -21,7 +21,7 @@ from pydantic import Field, SecretStr
 from services.notifier.channels import Channel
 from services.notifier.delivery import Clock, Dispatcher
 from services.notifier.wiring import build_channels
-from shared import tracing
+from shared import metrics, tracing
 from shared.agents import AgentRegistry, load_registry
 from shared.background import background_hooks
 from shared.bus import ConsumerHost, EventPublisher, route
@@ -235,7 +235,9 @@ def create_app(settings: NotifierSettings | None = None) -> FastStream:
         await stop_loops()
         await store.close()
 
-    health_start, health_stop = health_hooks(settings, bus.broker.ping, store.ping)
+    health_start, health_stop = health_hooks(
+        settings, bus.broker.ping, store.ping, metrics=metrics.registry_of(SERVICE)
+    )
     return FastStream(
         bus.broker,
         on_startup=[*health_start, start],

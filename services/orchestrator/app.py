@@ -15,6 +15,7 @@ from services.orchestrator.deadlines import DeadlineSweeper
 from services.orchestrator.gauges import ExecutionGauges
 from services.orchestrator.handlers import Orchestrator
 from services.orchestrator.known import KnownExecutions
+from shared import metrics
 from shared.agents import load_registry
 from shared.background import background_hooks
 from shared.bus import ConsumerHost, E, EventPublisher, route
@@ -137,7 +138,9 @@ def create_app(settings: OrchestratorSettings | None = None) -> FastStream:
         await store.ping()
         await store.ensure_indexes()
 
-    health_start, health_stop = health_hooks(settings, bus.broker.ping, store.ping)
+    health_start, health_stop = health_hooks(
+        settings, bus.broker.ping, store.ping, metrics=metrics.registry_of(SERVICE)
+    )
     return FastStream(
         bus.broker,
         on_startup=[*health_start, start],

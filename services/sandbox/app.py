@@ -17,6 +17,7 @@ from services.sandbox.handlers import Sandbox
 from services.sandbox.mongo_checkpoints import AsyncMongoSaver
 from services.sandbox.progress import ProgressAnnouncer
 from services.sandbox.runner import AgentRunner, GraphCache
+from shared import metrics
 from shared.agents import load_registry
 from shared.background import background_hooks
 from shared.bus import ConsumerHost, EventPublisher, route
@@ -163,7 +164,9 @@ def create_app(settings: SandboxSettings | None = None) -> FastStream:
     start_loops, stop_loops = background_hooks(
         lambda: lag.run_forever(settings.metrics_poll_seconds)
     )
-    health_start, health_stop = health_hooks(settings, bus.broker.ping, store.ping)
+    health_start, health_stop = health_hooks(
+        settings, bus.broker.ping, store.ping, metrics=metrics.registry_of(SERVICE)
+    )
     return FastStream(
         bus.broker,
         on_startup=[*health_start, start],

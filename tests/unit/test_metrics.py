@@ -177,7 +177,9 @@ async def test_the_gateway_serves_metrics_on_its_health_listener_not_on_the_api_
             response = await scrape.get("/metrics")
             assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/plain")
-        assert "interlock_transitions_total" in response.text
+        assert "interlock_http_requests_total" in response.text
+        # Only the orchestrator counts pending reviews: not served here as a constant 0.
+        assert "interlock_pending_reviews" not in response.text
         assert (await scrape.get("/readyz")).json() == {"status": "ready"}
 
 
