@@ -1,7 +1,7 @@
 """The Kafka bus: broker factory, topic creation, publishing, and the consume wrapper that turns a
 domain handler into an at-least-once, dead-lettering subscriber.
 
-Delivery rules (ARCHITECTURE.md, "Delivery guarantees"):
+Delivery rules (docs/architecture.md, "Delivery guarantees"):
 - producers are idempotent with ``acks=all``; ``publish`` returns once the broker acknowledged;
 - a subscriber commits an offset only after the handlers of it and of every message before it
   in its partition returned, i.e. after their writes are stored and their outgoing events

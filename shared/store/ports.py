@@ -1,4 +1,5 @@
-"""Storage ports. The MongoDB adapter and the in-memory fake both pass tests/contract."""
+"""Storage ports. The MongoDB, SQLite and in-memory adapters all pass the same contract suite
+(tests/contract, the ``store`` fixture)."""
 
 from __future__ import annotations
 
@@ -111,7 +112,7 @@ class DecisionClaims(Protocol):
 
 
 class StepRecord(BaseModel):
-    """The cached result of one durable step (see shared/steps.py)."""
+    """The cached result of one durable step (see ``interlock.sdk``)."""
 
     model_config = ConfigDict(frozen=True)
 

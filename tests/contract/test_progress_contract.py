@@ -1,4 +1,4 @@
-"""The progress log contract, run against the in-memory fake and MongoDB (FerretDB in CI)."""
+"""The progress log contract, on the in-memory, SQLite and MongoDB (FerretDB in CI) stores."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The step store contract: the in-memory fake and MongoDB (FerretDB here) behave the same."""
+"""The step store contract: the in-memory, SQLite and MongoDB (FerretDB here) stores agree."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The storage contract: the in-memory fake and MongoDB (FerretDB here) behave the same."""
+"""The storage contract: the in-memory, SQLite and MongoDB (FerretDB here) stores behave alike."""
 
 from __future__ import annotations
 
