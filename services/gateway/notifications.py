@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from services.gateway.auth import ANY_ROLE, access
 from services.gateway.cursors import CursorScope, PageCursors
-from services.gateway.routes import PROBLEM_RESPONSES
+from services.gateway.openapi import PROBLEM_RESPONSES
 from shared.events import Identifier
 from shared.notifications.model import Delivery, DeliveryStatus
 from shared.store.api_keys import ApiKey, ApiKeys

@@ -42,8 +42,8 @@ from fastapi.sse import EventSourceResponse, ServerSentEvent
 from services.gateway.auth import ANY_ROLE, KeyRechecks, access
 from services.gateway.feed import ExecutionFeed, Watch
 from services.gateway.intake import Intake
+from services.gateway.openapi import PROBLEM_RESPONSES
 from services.gateway.problems import Problem
-from services.gateway.routes import PROBLEM_RESPONSES
 from services.gateway.schemas import ExecutionView
 from shared.activity import ExecutionChange
 from shared.domain.execution import AuditEntry, Execution, ExecutionStatus
