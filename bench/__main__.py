@@ -10,9 +10,10 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from bench import idle_streams, report
-from bench.modes import MODES
+from bench.modes import MODES, Mode
 from bench.run import (
     log,
     measure,
@@ -45,7 +46,7 @@ def regenerate(summary_path: Path, docs: Path) -> None:
     docs.write_text(report.render(summary, _relative(summary_path), findings))
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     chosen = parser.add_mutually_exclusive_group()
     for name in MODES:
@@ -94,7 +95,89 @@ def main() -> None:
         metavar="SECONDS",
         help="with --idle-streams-only: the measured window (default: the mode's)",
     )
-    args = parser.parse_args()
+    return parser
+
+
+@dataclasses.dataclass(frozen=True)
+class Session:
+    """What every measuring command needs: the mode, the infrastructure, a scratch folder."""
+
+    mode: Mode
+    kafka: str
+    mongodb: str
+    workdir: Path
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def _history_only(session: Session, out: Path | None) -> None:
+    s = session
+    only = asyncio.run(measure_history(s.mode, kafka=s.kafka, mongodb=s.mongodb, workdir=s.workdir))
+    path = (out or REPO / "bench" / "results" / "history") / (
+        f"history-{s.mode.history_prefill}.json"
+    )
+    _write_json(path, only)
+    log(f"wrote {path}")
+
+
+def _concurrency_only(session: Session, out: Path | None) -> None:
+    s = session
+    result = asyncio.run(
+        measure_concurrency(s.mode, kafka=s.kafka, mongodb=s.mongodb, workdir=s.workdir)
+    )
+    folder = out or REPO / "bench" / "results" / "concurrency"
+    path = folder / f"concurrency-{s.mode.name}.json"
+    _write_json(path, result["summary"])
+    (folder / f"concurrency-{s.mode.name}.raw.json").write_text(json.dumps(result["raw"]) + "\n")
+    log(f"wrote {path} (and its .raw.json)")
+
+
+def _latency_only(session: Session, rates: list[float], out: Path | None) -> None:
+    s = session
+    figure = asyncio.run(
+        measure_latency(s.mode, rates, kafka=s.kafka, mongodb=s.mongodb, workdir=s.workdir)
+    )
+    path = (out or REPO / "bench" / "results" / "latency") / f"latency-{s.mode.name}.json"
+    _write_json(path, figure)
+    for rate, lat in figure["latency"].items():
+        row = {k: (v.get("p50_ms"), v.get("p99_ms")) for k, v in lat["median"].items()}
+        print(f"{rate}/s p50, p99 ms: {row}")
+    log(f"wrote {path}")
+
+
+def _idle_streams_only(
+    session: Session, streams: int, window: float | None, out: Path | None
+) -> None:
+    s = session
+    sizes = idle_streams.sizes_for(s.mode.name, streams or None, window)
+    figure = asyncio.run(
+        measure_idle_streams(s.mode, sizes, kafka=s.kafka, mongodb=s.mongodb, workdir=s.workdir)
+    )
+    path = (out or REPO / "bench" / "results" / "idle-streams") / (
+        f"idle-streams-{s.mode.name}-{sizes.streams}.json"
+    )
+    _write_json(path, figure)
+    print(json.dumps(figure["idle_streams"], indent=2, sort_keys=True))
+    log(f"wrote {path}")
+
+
+def _every_figure(session: Session, out: Path | None, docs: Path | None) -> None:
+    s = session
+    result = asyncio.run(measure(s.mode, kafka=s.kafka, mongodb=s.mongodb, workdir=s.workdir))
+    summary_path, raw_path = write(result, out or REPO / "bench" / "results" / s.mode.name)
+    log(f"wrote {summary_path} and {raw_path}")
+    # The smoke mode's figures mean nothing: it never overwrites the published page by default.
+    page = docs or (DOCS if s.mode.name != "smoke" else None)
+    if page is not None:
+        regenerate(summary_path, page)
+        log(f"wrote {page}")
+
+
+def main() -> None:
+    args = _parser().parse_args()
     if args.report is not None:
         regenerate(args.report, args.docs or DOCS)
         return
@@ -110,62 +193,17 @@ def main() -> None:
         )
     workdir = scratch(args.keep)
     log(f"{mode.name} mode; scratch {workdir}")
+    session = Session(mode, kafka, mongodb, workdir)
     if args.history_only is not None:
-        only = asyncio.run(measure_history(mode, kafka=kafka, mongodb=mongodb, workdir=workdir))
-        path = (args.out or REPO / "bench" / "results" / "history") / (
-            f"history-{mode.history_prefill}.json"
-        )
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(only, indent=2, sort_keys=True) + "\n")
-        log(f"wrote {path}")
-        return
-    if args.concurrency_only:
-        result = asyncio.run(
-            measure_concurrency(mode, kafka=kafka, mongodb=mongodb, workdir=workdir)
-        )
-        out = args.out or REPO / "bench" / "results" / "concurrency"
-        out.mkdir(parents=True, exist_ok=True)
-        path = out / f"concurrency-{mode.name}.json"
-        path.write_text(json.dumps(result["summary"], indent=2, sort_keys=True) + "\n")
-        (out / f"concurrency-{mode.name}.raw.json").write_text(json.dumps(result["raw"]) + "\n")
-        log(f"wrote {path} (and its .raw.json)")
-        return
-    if args.latency_only:
-        figure = asyncio.run(
-            measure_latency(mode, args.latency_only, kafka=kafka, mongodb=mongodb, workdir=workdir)
-        )
-        path = (args.out or REPO / "bench" / "results" / "latency") / f"latency-{mode.name}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(figure, indent=2, sort_keys=True) + "\n")
-        for rate, lat in figure["latency"].items():
-            row = {k: (v.get("p50_ms"), v.get("p99_ms")) for k, v in lat["median"].items()}
-            print(f"{rate}/s p50, p99 ms: {row}")
-        log(f"wrote {path}")
-        return
-    if args.idle_streams_only is not None:
-        sizes = idle_streams.sizes_for(
-            mode.name, args.idle_streams_only or None, args.idle_streams_window
-        )
-        figure = asyncio.run(
-            measure_idle_streams(mode, sizes, kafka=kafka, mongodb=mongodb, workdir=workdir)
-        )
-        path = (args.out or REPO / "bench" / "results" / "idle-streams") / (
-            f"idle-streams-{mode.name}-{sizes.streams}.json"
-        )
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(figure, indent=2, sort_keys=True) + "\n")
-        print(json.dumps(figure["idle_streams"], indent=2, sort_keys=True))
-        log(f"wrote {path}")
-        return
-    result = asyncio.run(measure(mode, kafka=kafka, mongodb=mongodb, workdir=workdir))
-    out = args.out or REPO / "bench" / "results" / mode.name
-    summary_path, raw_path = write(result, out)
-    log(f"wrote {summary_path} and {raw_path}")
-    # The smoke mode's figures mean nothing: it never overwrites the published page by default.
-    docs = args.docs or (DOCS if mode.name != "smoke" else None)
-    if docs is not None:
-        regenerate(summary_path, docs)
-        log(f"wrote {docs}")
+        _history_only(session, args.out)
+    elif args.concurrency_only:
+        _concurrency_only(session, args.out)
+    elif args.latency_only:
+        _latency_only(session, args.latency_only, args.out)
+    elif args.idle_streams_only is not None:
+        _idle_streams_only(session, args.idle_streams_only, args.idle_streams_window, args.out)
+    else:
+        _every_figure(session, args.out, args.docs)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import backlog, figures, goals, idle_streams, machine, profile
+from bench import (
+    backlog,
+    concurrency_figure,
+    figures,
+    goals,
+    history_figure,
+    idle_streams,
+    machine,
+    profile,
+)
 from bench.load import fetch_stamps, open_loop
 from bench.modes import Mode
 from bench.peers import postgres
@@ -119,7 +128,7 @@ async def _history(
             f"figure 8: {mode.history_count} executions at {mode.history_rate:g}/s, then again"
             f" with {mode.history_prefill:,} finished executions stored"
         )
-        return await figures.history(target, mode, infra, raw)
+        return await history_figure.history(target, mode, infra, raw)
     finally:
         target.stop()
         await target.drop()
@@ -149,7 +158,9 @@ async def _concurrency(
                 f"figure 9: {mode.concurrency_count} executions with a {mode.concurrency_model_ms}"
                 f" ms model call, {replicas} sandbox(es), {mode.runs} runs"
             )
-            out[str(replicas)] = await figures.concurrency(target, mode, replicas, infra, raw)
+            out[str(replicas)] = await concurrency_figure.concurrency(
+                target, mode, replicas, infra, raw
+            )
     finally:
         target.stop()
         await target.drop()
@@ -158,7 +169,7 @@ async def _concurrency(
 
 async def _backlog(mode: Mode, kafka: str, workdir: Path, raw: list[Any]) -> dict[str, Any]:
     """Figure 10: one consumer with the sandbox's limits under a backlog."""
-    limit, buffer = figures.sandbox_limits()
+    limit, buffer = concurrency_figure.sandbox_limits()
     log(
         f"figure 10: a backlog of {mode.backlog_messages:,} messages for one consumer"
         f" ({limit} in flight, buffer {buffer})"

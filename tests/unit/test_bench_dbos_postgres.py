@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 
-from bench import goals, procstats, report
+from bench import goals, procstats
 from bench.peers import common, dbos_peer, postgres
 from bench.peers.__main__ import KINDS
+from bench.report import speed
+from bench.report.page import peer_postgres_line
 from bench.run import PEERS
 
 SERVER = "postgresql://interlock@127.0.0.1:25432/postgres"
@@ -154,9 +156,9 @@ def test_interlock_is_held_to_dbos_on_postgres_throughput_from_the_same_run() ->
 
 def test_the_page_shows_the_peers_cpu_and_its_servers_apart() -> None:
     alone = {"cpu_ms_per_execution": 30.04, "store_cpu_ms_per_execution": None}
-    assert report._peer_cpu(alone) == "30.0 (peer process)"
+    assert speed.peer_cpu(alone) == "30.0 (peer process)"
     split = {"cpu_ms_per_execution": 30.04, "store_cpu_ms_per_execution": 10.51}
-    assert report._peer_cpu(split) == "30.0 (peer process); 10.5 (its database server)"
+    assert speed.peer_cpu(split) == "30.0 (peer process); 10.5 (its database server)"
     runs = [
         {
             "makespan_seconds": 1.2,
@@ -166,7 +168,7 @@ def test_the_page_shows_the_peers_cpu_and_its_servers_apart() -> None:
         }
     ]
     on_sqlite = [{"cpu": common.cpu_split(1, {}, {}, 2)}]  # no server of its own: no line
-    lines = report._peer_database_cpu(
+    lines = speed.peer_database_cpu(
         {
             "dbos-sqlite": {"throughput": {"runs": on_sqlite}},
             goals.DBOS_POSTGRES: {"throughput": {"runs": runs}},
@@ -183,10 +185,11 @@ def test_the_ratio_table_lists_the_peer_and_says_how_it_ran() -> None:
         "decision_to_next_step_p50": 2.0,
         "decision_to_completed_p50": 1.2,
     }
-    page = "\n".join(report._ratios({"ratios": {"dbos-sqlite": ratio, "dbos-postgres": ratio}}))
+    both = {"ratios": {"dbos-sqlite": ratio, "dbos-postgres": ratio}}
+    page = "\n".join(speed.ratios_section(both))
     assert "| dbos-postgres | 0.15x |" in page and "LISTEN/NOTIFY" in page
-    older = "\n".join(report._ratios({"ratios": {"dbos-sqlite": ratio}}))
+    older = "\n".join(speed.ratios_section({"ratios": {"dbos-sqlite": ratio}}))
     assert "DBOS on PostgreSQL was not run" in older
     summary = {"peer_postgresql": {"server": SERVER, "version": "15.18"}}
-    assert "PostgreSQL 15.18" in report._peer_postgres_line(summary)[0]
-    assert report._peer_postgres_line({}) == []
+    assert "PostgreSQL 15.18" in peer_postgres_line(summary)[0]
+    assert peer_postgres_line({}) == []

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bench import goals, report
+from bench import goals
 from bench.idle_streams import (
     GatewayStreamSettings,
     Rss,
@@ -20,6 +20,8 @@ from bench.idle_streams import (
     sizes_for,
     summarise,
 )
+from bench.report import page
+from bench.report.idle_streams import idle_streams_section
 
 CLOCK_TICKS_PER_SECOND = 100
 SETTINGS = GatewayStreamSettings(max_per_key=20, key_check_seconds=5.0, max_seconds=900.0)
@@ -123,7 +125,7 @@ def test_without_the_figure_there_is_no_row() -> None:
 
 def test_the_page_has_the_section_and_the_row() -> None:
     figure = _figure()
-    text = "\n".join(report.idle_streams_section(figure))
+    text = "\n".join(idle_streams_section(figure))
     assert text.startswith("## 11. Idle streams")
     assert "| 1,000 streams open, idle | 30.0 s | 0.60 s | 2.00% | 300 (10.00/s) |" in text
     assert "| no stream open (baseline) | 15.0 s | 0.15 s | 1.00% | 0 (0.00/s) |" in text
@@ -131,7 +133,7 @@ def test_the_page_has_the_section_and_the_row() -> None:
     assert "10.2 MB, 10.00 KB per stream" in text
     assert "300 find on api_keys" in text
     assert "during the window: 0 (keep-alive comments: 1,333)" in text
-    rows = report._targets({"targets": goals.evaluate({"idle_streams": figure})})
+    rows = page.targets_section({"targets": goals.evaluate({"idle_streams": figure})})
     assert (
         "| 1,000 idle execution streams on one gateway: CPU | < 5% of one core | 2.00 | yes |  |"
         in rows
@@ -139,11 +141,11 @@ def test_the_page_has_the_section_and_the_row() -> None:
 
 
 def test_a_summary_without_the_figure_renders_no_section() -> None:
-    assert report.idle_streams_section(None) == []
+    assert idle_streams_section(None) == []
 
 
 def test_a_window_below_the_baseline_reads_as_nothing_measurable() -> None:
     figure = {**_figure(), "gateway_cpu_us_per_stream_second": -3.1}
-    text = "\n".join(report.idle_streams_section(figure))
+    text = "\n".join(idle_streams_section(figure))
     assert "-3.1" not in text
     assert "no CPU measurable" in text
