@@ -16,10 +16,12 @@ from html import escape
 from fastapi import APIRouter, FastAPI
 from fastapi.responses import HTMLResponse
 
+from services.gateway.answers import DecisionOutcome, ReviewAnswer
 from services.gateway.errors import DecisionConflict, ExecutionNotFound
-from services.gateway.intake import DecisionOutcome, Intake, ReviewAnswer
+from services.gateway.intake import Intake
 from services.gateway.web import SECURITY_HEADERS
 from shared.domain.decisions import AgentVersionChanged, NotSuspended, StaleSuspension
+from shared.domain.execution import Execution
 from shared.domain.principals import Reviewer
 from shared.errors import InterlockError
 from shared.notifications.action_links import ActionLink, LinkExpired, LinkInvalid, verify
@@ -35,48 +37,50 @@ SPENT = "This link has been used already; a link decides once. Open the review i
 def install_action_links(
     app: FastAPI, intake: Intake, spent_links: SpentLinks, secret: str | None
 ) -> None:
-    router = APIRouter(include_in_schema=False)
+    links = ActionLinks(intake, spent_links, secret)
+    router = APIRouter(include_in_schema=False, default_response_class=HTMLResponse)
+    router.add_api_route("/act/{token}", links.confirm, methods=["GET"])
+    router.add_api_route("/act/{token}", links.decide, methods=["POST"])
+    app.include_router(router)
 
-    def check(token: str) -> ActionLink | HTMLResponse:
-        if secret is None:
+
+class ActionLinks:
+    """Following a link: ``confirm`` (the GET) asks, ``decide`` (the POST) spends and decides."""
+
+    def __init__(self, intake: Intake, spent_links: SpentLinks, secret: str | None) -> None:
+        self._intake = intake
+        self._spent_links = spent_links
+        self._secret = secret
+
+    def _verified(self, token: str) -> ActionLink | HTMLResponse:
+        if self._secret is None:
             return page(404, "Links are off", "This deployment does not accept decision links.")
         try:
-            return verify(token, secret)
+            return verify(token, self._secret)
         except LinkExpired:
             return page(410, "Link expired", "This link has expired. Open the review instead.")
         except LinkInvalid:
             return page(400, "Invalid link", "This link is not valid. Open the review instead.")
 
-    @router.get("/act/{token}", response_class=HTMLResponse)
-    async def confirm(token: str) -> HTMLResponse:
-        link = check(token)
+    async def confirm(self, token: str) -> HTMLResponse:
+        link = self._verified(token)
         if isinstance(link, HTMLResponse):
             return link
-        if await spent_links.spent(link.link_id):
+        if await self._spent_links.spent(link.link_id):
             return page(409, "Link used", SPENT)
         try:
-            execution = await intake.get(link.project_id, link.workspace_id, link.execution_id)
-        except ExecutionNotFound:
-            return page(404, "Not found", "This review no longer exists.")
+            execution = await self._intake.get(
+                link.project_id, link.workspace_id, link.execution_id
+            )
+        except ExecutionNotFound as exc:
+            return refusal_page(exc)
         suspension = execution.suspension
         if suspension is None or suspension.suspension_id != link.generation:
             return page(409, "Nothing to decide", USED_OR_MOVED_ON)
-        context = "".join(
-            f"<tr><th>{escape(str(k))}</th><td>{escape(str(v))}</td></tr>"
-            for k, v in suspension.suspend_context.items()
-        )
-        body = (
-            f"<p>Agent <strong>{escape(execution.agent)}</strong>, execution"
-            f" <code>{escape(execution.execution_id)}</code>.</p>"
-            f"<table>{context}</table>"
-            f'<form method="post" action="/act/{escape(token)}">'
-            f'<button type="submit">Confirm: {escape(link.decision)}</button></form>'
-        )
-        return page(200, f"Confirm: {link.decision}", body, raw=True)
+        return confirm_page(token, link, execution)
 
-    @router.post("/act/{token}", response_class=HTMLResponse)
-    async def decide(token: str) -> HTMLResponse:
-        link = check(token)
+    async def decide(self, token: str) -> HTMLResponse:
+        link = self._verified(token)
         if isinstance(link, HTMLResponse):
             return link
         use = LinkUse(
@@ -86,7 +90,7 @@ def install_action_links(
             recipient=link.recipient,
             decision=link.decision,
         )
-        if not await spent_links.spend(use):
+        if not await self._spent_links.spend(use):
             return page(409, "Link used", SPENT)
         answer = ReviewAnswer(
             decision=link.decision,
@@ -94,7 +98,7 @@ def install_action_links(
             reviewer_notes=f"decided from a {link.channel} notification link",
         )
         try:
-            outcome = await intake.decide(
+            outcome = await self._intake.decide(
                 project_id=link.project_id,
                 workspace_id=link.workspace_id,
                 execution_id=link.execution_id,
@@ -107,7 +111,22 @@ def install_action_links(
             return refusal_page(exc)
         return outcome_page(link.decision, outcome)
 
-    app.include_router(router)
+
+def confirm_page(token: str, link: ActionLink, execution: Execution) -> HTMLResponse:
+    """What the link would decide, on which execution and its context, and the button."""
+    assert execution.suspension is not None
+    context = "".join(
+        f"<tr><th>{escape(str(k))}</th><td>{escape(str(v))}</td></tr>"
+        for k, v in execution.suspension.suspend_context.items()
+    )
+    body = (
+        f"<p>Agent <strong>{escape(execution.agent)}</strong>, execution"
+        f" <code>{escape(execution.execution_id)}</code>.</p>"
+        f"<table>{context}</table>"
+        f'<form method="post" action="/act/{escape(token)}">'
+        f'<button type="submit">Confirm: {escape(link.decision)}</button></form>'
+    )
+    return page(200, f"Confirm: {link.decision}", body, raw=True)
 
 
 LINK_WORDING = {

@@ -13,29 +13,31 @@ import contextlib
 import hashlib
 import json
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import replace
 from datetime import datetime
-from typing import Any
 
 import structlog
 from pydantic import BaseModel
 
-from services.gateway.errors import (
-    DecisionConflict,
-    ExecutionNotFound,
-    IdempotencyKeyReused,
-    UnknownAgent,
+from services.gateway.answers import (
+    DecisionOutcome,
+    ReviewAnswer,
+    approval_of,
+    approving,
+    check_may_decide,
+    conflict_with,
+    decision_event,
+    resolve,
 )
+from services.gateway.errors import ExecutionNotFound, IdempotencyKeyReused, UnknownAgent
 from shared import tracing
 from shared.agents import AgentRegistry, ReviewRules
 from shared.bus import EventPublisher
 from shared.domain.cancellation import check_cancellable
-from shared.domain.decisions import NotSuspended, resolve_decision, reviews_of
+from shared.domain.decisions import reviews_of
 from shared.domain.execution import Execution, ExecutionStatus, new_pending_execution
-from shared.domain.principals import Reviewer, check_link_approval, check_reviewer
-from shared.domain.review import Resolution
+from shared.domain.principals import Reviewer
 from shared.events import (
-    ActionDecision,
     AgentInput,
     CancelRequested,
     DecisionSubmitted,
@@ -51,70 +53,6 @@ from shared.topics import Topics
 log = structlog.get_logger(__name__)
 
 IDEMPOTENCY_NAMESPACE = uuid.UUID("6f1c9a52-4a8e-4d0b-9a57-3c1f4e2b7d10")
-
-
-def _winner(decision_id: str, summary: str, decisions: Any, reviewer: str | None) -> dict[str, Any]:
-    return {
-        "decision_id": decision_id,
-        "decision": summary,
-        "decisions": [d.model_dump() for d in decisions] if decisions else None,
-        "reviewer": reviewer,
-    }
-
-
-@dataclass(frozen=True)
-class DecisionOutcome:
-    """What a resume did: the decision published, or an approval recorded toward it."""
-
-    resolution: Resolution
-    suspension_id: int
-    event: DecisionSubmitted | None
-    approvals: list[Approval]
-    """The approvals of this answer that count (several owners required), or none."""
-    approvals_required: int
-    discounted: list[str] = field(default_factory=list)
-    """Approvals of this answer that no longer count (a key revoked since), each with why."""
-
-    @property
-    def awaiting(self) -> bool:
-        return self.event is None
-
-    @property
-    def approvals_counted(self) -> int:
-        """The distinct people among the approvals that count (one may approve twice)."""
-        return len({a.counted_as for a in self.approvals})
-
-    @property
-    def approvals_missing(self) -> int:
-        """How many more approvals the decision needs before it is published."""
-        return max(0, self.approvals_required - self.approvals_counted) if self.awaiting else 0
-
-
-def approving(answer: ReviewAnswer) -> bool:
-    """Does the answer let something run? A rejection (of everything) acts at once."""
-    if answer.decisions is not None:
-        return any(d.type != "reject" for d in answer.decisions)
-    return (answer.decision or "").strip().casefold() != "reject"
-
-
-def answer_key(answer: ReviewAnswer, resolution: Resolution) -> str:
-    """Approvals count together when they say the same thing; notes may differ."""
-    said = {
-        "interrupts": sorted(resolution.values),
-        "decision": resolution.summary if answer.decisions is None else None,
-        "decisions": [d.model_dump() for d in answer.decisions or []],
-    }
-    return hashlib.sha256(json.dumps(said, sort_keys=True, default=str).encode()).hexdigest()
-
-
-class ReviewAnswer(BaseModel):
-    """A reviewer's answer as the API takes it (see services/gateway/schemas.ResumeRequest)."""
-
-    decision: str | None = None
-    decisions: list[ActionDecision] | None = None
-    interrupt_id: str | None = None
-    generation: int | None = None
-    reviewer_notes: str | None = None
 
 
 def execution_id_for(project_id: str, workspace_id: str, idempotency_key: str | None) -> str:
@@ -311,119 +249,57 @@ class Intake:
         SeparationOfDuties or DecisionConflict; nothing is stored or published unless the
         answer is valid and the reviewer may give it."""
         execution = await self._to_decide(project_id, workspace_id, execution_id, answer)
-        try:
-            resolution = resolve_decision(
-                execution,
-                decision=answer.decision,
-                decisions=answer.decisions,
-                reviewer_notes=answer.reviewer_notes,
-                interrupt_id=answer.interrupt_id,
-                suspension_id=answer.generation,
-            )
-        except NotSuspended as exc:
-            last = execution.last_decision
-            moved_on = not execution.status.is_terminal
-            answers_last = last is not None and answer.generation in (None, last.suspension_id)
-            if last is not None and answers_last:
-                taken = _winner(last.decision_id, last.decision, last.decisions, last.reviewer)
-                if moved_on:
-                    # The suspension was just decided and the execution is resuming: a
-                    # conflict, naming the winner.
-                    who = last.reviewer or "an anonymous reviewer"
-                    raise DecisionConflict(
-                        f"suspension {last.suspension_id} was already decided: {last.decision}"
-                        f" (decision {last.decision_id}, by {who})",
-                        taken,
-                    ) from None
-                # Once it ends the answer is "not suspended", still naming the decision that
-                # took the suspension: one that lost a race to it may be answered after the
-                # end (the run after a decision can be that quick).
-                exc.winner = taken
-            raise
+        resolution = resolve(execution, answer)
         await self._agent_versions.check(execution)
         assert execution.suspension is not None
         suspension_id = execution.suspension.suspension_id
         spec = self._registry.get(execution.agent)
         rules = spec.review if spec is not None else ReviewRules()
         if reviewer is not None:
-            check_reviewer(
-                reviewer,
-                agent=execution.agent,
-                self_approval=rules.self_approval,
-                requester_identity=execution.requester_identity,
-                requester_label=execution.requested_by,
-            )
-            if approving(answer):
-                check_link_approval(
-                    reviewer, agent=execution.agent, link_approvals=rules.link_approvals
-                )
-        tools = [a.name for r in reviews_of(execution) for a in r.actions]
-        needed = rules.approvals_for(tools)
-        approvers: list[Approval] = []
-        discounted: list[str] = []
+            check_may_decide(reviewer, execution, rules, answer)
+        needed = rules.approvals_for([a.name for r in reviews_of(execution) for a in r.actions])
+        outcome = DecisionOutcome(resolution, suspension_id, None, [], needed)
         if needed > 1 and approving(answer):
-            approval = Approval(
-                execution_id=execution_id,
-                generation=suspension_id,
-                reviewer=reviewer.label if reviewer else "anonymous",
-                identity=reviewer.identity if reviewer else None,
-                key_id=reviewer.key_id if reviewer else None,
-                via_link=reviewer.via_link if reviewer else False,
-                answer_key=answer_key(answer, resolution),
-                summary=resolution.summary,
-                reviewer_notes=answer.reviewer_notes,
-            )
-            await self._store.approvals.record(approval)
-            everyone = await self._store.approvals.list(execution_id, suspension_id)
-            same = [a for a in everyone if a.answer_key == approval.answer_key]
-            approvers, discounted = await self._still_valid(
-                same, just_checked=reviewer.key_id if reviewer else None
-            )
-            if len({a.counted_as for a in approvers}) < needed:
+            approval = approval_of(execution, suspension_id, answer, resolution, reviewer)
+            approvers, discounted = await self._approvals_with(approval, reviewer)
+            outcome = replace(outcome, approvals=approvers, discounted=discounted)
+            if outcome.approvals_counted < needed:
                 log.info(
                     "approval.recorded",
                     execution_id=execution_id,
                     approvals=len(approvers),
                     discounted=len(discounted),
                 )
-                return DecisionOutcome(
-                    resolution, suspension_id, None, approvers, needed, discounted
-                )
-        event = DecisionSubmitted(
-            execution_id=execution_id,
-            correlation_id=execution_id,
-            project_id=project_id,
-            workspace_id=workspace_id,
-            suspension_id=suspension_id,
-            decision=resolution.summary if answer.decisions is None else None,
-            decisions=answer.decisions,
-            interrupt_id=answer.interrupt_id,
-            reviewer_notes=answer.reviewer_notes,
-            reviewer=reviewer.label if reviewer else None,
-            approvers=[a.reviewer for a in approvers] or None,
-            discounted_approvers=discounted or None,
-            claimed=True,  # taken just below; a decision that loses it is never published
-        )
-        holder = await self._store.decisions.claim(
-            execution_id, suspension_id, Claim(event.decision_id, event.model_dump_json())
-        )
-        if holder.decision_id != event.decision_id:
-            # The winner's event may have been lost if its gateway died before publishing:
-            # publishing it again is harmless (the orchestrator applies a decision once).
-            winner = DecisionSubmitted.model_validate_json(holder.payload)
-            await self._publisher.publish(winner, self._topics.decisions, key=execution_id)
-            said = winner.decision or ", ".join(d.type for d in winner.decisions or [])
-            who = winner.reviewer or "an anonymous reviewer"
-            raise DecisionConflict(
-                f"suspension {suspension_id} already has a decision: {said}"
-                f" (decision {winner.decision_id}, by {who})",
-                _winner(winner.decision_id, said, winner.decisions, winner.reviewer),
-            )
+                return outcome
+        event = decision_event(execution, suspension_id, answer, resolution, reviewer, outcome)
+        await self._claim(event, suspension_id)
         await self._publisher.publish(
             event, self._topics.decisions, key=execution_id, headers=headers
         )
         log.info("decision.accepted", execution_id=execution_id, decision=resolution.summary)
-        return DecisionOutcome(resolution, suspension_id, event, approvers, needed, discounted)
+        return replace(outcome, event=event)
+
+    async def _approvals_with(
+        self, approval: Approval, reviewer: Reviewer | None
+    ) -> tuple[list[Approval], list[str]]:
+        """Record ``approval``; the approvals of the same answer that count, and why the others
+        no longer do."""
+        await self._store.approvals.record(approval)
+        everyone = await self._store.approvals.list(approval.execution_id, approval.generation)
+        same = [a for a in everyone if a.answer_key == approval.answer_key]
+        return await self._still_valid(same, just_checked=reviewer.key_id if reviewer else None)
+
+    async def _claim(self, event: DecisionSubmitted, suspension_id: int) -> None:
+        """Take the suspension's one decision claim for ``event``, or raise DecisionConflict."""
+        holder = await self._store.decisions.claim(
+            event.execution_id, suspension_id, Claim(event.decision_id, event.model_dump_json())
+        )
+        if holder.decision_id != event.decision_id:
+            # The winner's event may have been lost if its gateway died before publishing:
+            # publishing it again is harmless (the orchestrator applies a decision once).
+            taken = DecisionSubmitted.model_validate_json(holder.payload)
+            await self._publisher.publish(taken, self._topics.decisions, key=event.execution_id)
+            raise conflict_with(taken, suspension_id)
 
     async def _still_valid(
         self, approvals: list[Approval], *, just_checked: str | None

@@ -6,9 +6,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Request, status
 
+from services.gateway.answers import DecisionOutcome, ReviewAnswer
 from services.gateway.auth import OWNERS, access
 from services.gateway.bodies import api_router, parse_resume_body
-from services.gateway.intake import DecisionOutcome, Intake, ReviewAnswer
+from services.gateway.intake import Intake
 from services.gateway.openapi import (
     BODY_RESPONSES,
     EXECUTION,

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from services.gateway.intake import DecisionOutcome, Intake, ReviewAnswer
+from services.gateway.answers import DecisionOutcome, ReviewAnswer
+from services.gateway.intake import Intake
 from services.notifier.app import NotifierSettings
 from services.notifier.app import register as register_notifier
 from services.orchestrator.app import OrchestratorSettings

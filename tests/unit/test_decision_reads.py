@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from services.gateway.intake import Intake, ReviewAnswer
+from services.gateway.answers import ReviewAnswer
+from services.gateway.intake import Intake
 from shared.agents import AgentRegistry, AgentSpec
 from shared.domain.decisions import NotSuspended
 from shared.domain.execution import Execution, ExecutionStatus

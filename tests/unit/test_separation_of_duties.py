@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from services.gateway.intake import DecisionOutcome, Intake, ReviewAnswer
+from services.gateway.answers import DecisionOutcome, ReviewAnswer
+from services.gateway.intake import Intake
 from shared.agents import AgentRegistry, AgentSpec, ReviewRules
 from shared.domain.principals import (
     Reviewer,
