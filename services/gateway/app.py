@@ -7,10 +7,12 @@ import time. Tests may pass a store and a publisher to run without infrastructur
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
 
 from fastapi import FastAPI
+from faststream.kafka import KafkaBroker
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from pydantic import Field, SecretStr, field_validator, model_validator
 
@@ -27,10 +29,10 @@ from services.gateway.routes import build_router
 from services.gateway.stream import StreamLimits, install_stream
 from services.gateway.web import SignInDefaults, install_api_docs, install_review_page
 from shared import metrics
-from shared.agents import load_registry
+from shared.agents import AgentRegistry, load_registry
 from shared.bus import EventPublisher, KafkaPublisher, ListenerHost, create_broker
 from shared.custom_headers import SealingPublisher
-from shared.health import health_server
+from shared.health import HealthServer, health_server
 from shared.kafka_listener import KafkaListener
 from shared.kafka_security import client_options
 from shared.logging import configure_logging
@@ -121,74 +123,22 @@ def create_app(
     configure_logging(SERVICE, level=settings.log_level, fmt=settings.log_format)
     configure_tracing(SERVICE)
     registry = load_registry(settings.agents_file)
-    # Whoever creates the store closes it: a store passed in outlives this app.
-    owns_store = store is None
-    store_ = store or mongo_store(settings)
-    broker = create_broker(settings, SERVICE) if publisher is None else None
-    publisher_ = publisher or KafkaPublisher(broker)  # type: ignore[arg-type]
-    if listeners is None and isinstance(publisher, ListenerHost):
-        listeners = publisher  # a bus that is both (the in-process bus, the tests' direct bus)
-    if publisher is not None and listeners is None:
-        raise ValueError("a gateway given a publisher needs the bus its streams listen on")
     # Every gateway process hears all of execution.activity and feeds its open streams.
     feed = ExecutionFeed()
-    activity = settings.topics.activity
-    listener = None
-    if listeners is None:
-        # On demand: a gateway process with no stream open fetches nothing of the topic.
-        listener = KafkaListener(
-            activity,
-            feed.heard,
-            client=client_options(settings),
-            client_id=SERVICE,
-            on_demand=True,
-        )
-        feed.demand = listener
-    else:
-        listeners.add_listener(activity, feed.heard)
+    clients = GatewayClients.of(
+        settings, feed, store=store, publisher=publisher, listeners=listeners
+    )
     # The gateway's view of the keys: the development key is refused outside development.
-    keys = GatewayKeys(store_.api_keys, environment=settings.environment)
+    keys = GatewayKeys(clients.store.api_keys, environment=settings.environment)
     # /metrics (every tenant's counts) only here, never on the public port.
     health = health_server(
-        settings, {"database": store_.ping}, metrics=metrics.registry_of(*metrics_of)
+        settings, {"database": clients.store.ping}, metrics=metrics.registry_of(*metrics_of)
     )
-
-    @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        await store_.ensure_indexes()
-        if settings.dev_api_key is not None:
-            await create_key(
-                store_.api_keys,
-                project_id=DEV_PROJECT,
-                role=Role.OWNER,
-                name="development",
-                secret=settings.dev_api_key,
-            )
-        await warn_if_development_key_present(store_.api_keys, environment=settings.environment)
-        if broker is not None:
-            await broker.start()
-        if listener is not None:
-            # Connected and assigned before the first request; it fetches once a stream opens.
-            await listener.start()
-        if health is not None:
-            await health.start()
-        try:
-            yield
-        finally:
-            if health is not None:
-                await health.stop()
-            if listener is not None:
-                await listener.stop()
-            if broker is not None:
-                await broker.stop()
-            if owns_store:
-                await store_.close()
-
     app = FastAPI(
         title="Interlock",
         version="0.1.0",
         summary="Durable human-in-the-loop execution for LangGraph agents.",
-        lifespan=lifespan,
+        lifespan=clients.lifespan(settings, health),
         # FastAPI's pages load Swagger UI and ReDoc from a CDN; install_api_docs serves /docs.
         docs_url=None,
         redoc_url=None,
@@ -206,15 +156,127 @@ def create_app(
     )
     # Added after the limits, so it runs before them: requests they turn away are counted too.
     app.add_middleware(HttpMetricsMiddleware)
+    install_routes(app, settings, clients, registry, keys, feed)
+    # A server span per request (continuing a caller's traceparent); probes and scrapes are
+    # left out, and so are the per-message ASGI spans that would drown a stream's trace.
+    FastAPIInstrumentor.instrument_app(
+        app, excluded_urls="healthz,readyz,metrics", exclude_spans=["receive", "send"]
+    )
+    return app
+
+
+@dataclass(frozen=True)
+class GatewayClients:
+    """What the gateway talks to: made with the app, connected in its lifespan, never at import
+    time. Whoever creates the store closes it: a store passed in outlives the app."""
+
+    store: Store
+    owns_store: bool
+    publisher: EventPublisher
+    broker: KafkaBroker | None
+    """The gateway's own Kafka producer (None when given a publisher)."""
+    listener: KafkaListener | None
+    """Its own execution.activity listener (None when given the bus to listen on)."""
+
+    @classmethod
+    def of(
+        cls,
+        settings: GatewaySettings,
+        feed: ExecutionFeed,
+        *,
+        store: Store | None,
+        publisher: EventPublisher | None,
+        listeners: ListenerHost | None,
+    ) -> GatewayClients:
+        broker = create_broker(settings, SERVICE) if publisher is None else None
+        if listeners is None and isinstance(publisher, ListenerHost):
+            listeners = publisher  # a bus that is both (the in-process bus, the tests' direct bus)
+        if publisher is not None and listeners is None:
+            raise ValueError("a gateway given a publisher needs the bus its streams listen on")
+        listener = None
+        if listeners is None:
+            # On demand: a gateway process with no stream open fetches nothing of the topic.
+            listener = KafkaListener(
+                settings.topics.activity,
+                feed.heard,
+                client=client_options(settings),
+                client_id=SERVICE,
+                on_demand=True,
+            )
+            feed.demand = listener
+        else:
+            listeners.add_listener(settings.topics.activity, feed.heard)
+        return cls(
+            store=store or mongo_store(settings),
+            owns_store=store is None,
+            publisher=publisher or KafkaPublisher(broker),  # type: ignore[arg-type]
+            broker=broker,
+            listener=listener,
+        )
+
+    def lifespan(
+        self, settings: GatewaySettings, health: HealthServer | None
+    ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+        @asynccontextmanager
+        async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+            await self._start(settings, health)
+            try:
+                yield
+            finally:
+                await self._stop(health)
+
+        return lifespan
+
+    async def _start(self, settings: GatewaySettings, health: HealthServer | None) -> None:
+        await self.store.ensure_indexes()
+        if settings.dev_api_key is not None:
+            await create_key(
+                self.store.api_keys,
+                project_id=DEV_PROJECT,
+                role=Role.OWNER,
+                name="development",
+                secret=settings.dev_api_key,
+            )
+        await warn_if_development_key_present(self.store.api_keys, environment=settings.environment)
+        if self.broker is not None:
+            await self.broker.start()
+        if self.listener is not None:
+            # Connected and assigned before the first request; it fetches once a stream opens.
+            await self.listener.start()
+        if health is not None:
+            await health.start()
+
+    async def _stop(self, health: HealthServer | None) -> None:
+        if health is not None:
+            await health.stop()
+        if self.listener is not None:
+            await self.listener.stop()
+        if self.broker is not None:
+            await self.broker.stop()
+        if self.owns_store:
+            await self.store.close()
+
+
+def install_routes(
+    app: FastAPI,
+    settings: GatewaySettings,
+    clients: GatewayClients,
+    registry: AgentRegistry,
+    keys: GatewayKeys,
+    feed: ExecutionFeed,
+) -> None:
+    """The API, its streams and notifications, the review page and its docs, decision links
+    and the probes."""
+    store = clients.store
     # Callers' custom headers are sealed before anything reaches the bus (shared/custom_headers).
-    sealing = SealingPublisher(publisher_, settings.keyring)
+    sealing = SealingPublisher(clients.publisher, settings.keyring)
     intake = Intake(
-        store=store_,
+        store=store,
         publisher=sealing,
         topics=settings.topics,
         registry=registry,
         agent_versions=AgentVersionCheck(
-            store_.agent_versions, ttl_seconds=settings.agent_versions_cache_seconds
+            store.agent_versions, ttl_seconds=settings.agent_versions_cache_seconds
         ),
     )
     cursors = PageCursors(settings.keyring)
@@ -225,14 +287,14 @@ def create_app(
         max_seconds=settings.stream_max_seconds,
     )
     install_stream(app, intake, keys, feed, limits=stream_limits)
-    app.include_router(build_notifications_router(store_.notifications, keys, cursors))
+    app.include_router(build_notifications_router(store.notifications, keys, cursors))
     # In development the review page offers the development key's project (never the key).
     dev_sign_in = SignInDefaults(DEV_PROJECT) if settings.environment == "development" else None
     install_review_page(app, sign_in=dev_sign_in)
     install_api_docs(app)
     secret = settings.action_link_secret
     install_action_links(
-        app, intake, store_.spent_links, secret.get_secret_value() if secret else None
+        app, intake, store.spent_links, secret.get_secret_value() if secret else None
     )
 
     @app.get("/healthz", tags=["health"])
@@ -241,12 +303,5 @@ def create_app(
 
     @app.get("/readyz", tags=["health"])
     async def readyz() -> dict[str, str]:
-        await store_.ping()
+        await store.ping()
         return {"status": "ready"}
-
-    # A server span per request (continuing a caller's traceparent); probes and scrapes are
-    # left out, and so are the per-message ASGI spans that would drown a stream's trace.
-    FastAPIInstrumentor.instrument_app(
-        app, excluded_urls="healthz,readyz,metrics", exclude_spans=["receive", "send"]
-    )
-    return app

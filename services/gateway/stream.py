@@ -27,12 +27,10 @@ continues exactly where it stopped.
 from __future__ import annotations
 
 import asyncio
-import re
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Annotated, Any
 
 import structlog
@@ -45,8 +43,15 @@ from services.gateway.intake import Intake
 from services.gateway.openapi import PROBLEM_RESPONSES
 from services.gateway.problems import Problem
 from services.gateway.schemas import ExecutionView
-from shared.activity import ExecutionChange
-from shared.domain.execution import AuditEntry, Execution, ExecutionStatus
+from services.gateway.stream_events import (
+    Snapshot,
+    StreamCursor,
+    Until,
+    audit_events,
+    finished,
+    progress_events,
+)
+from shared.domain.execution import Execution
 from shared.events import Identifier
 from shared.store.api_keys import ApiKey, ApiKeys
 from shared.store.progress import PROGRESS_PAGE, ProgressEntry
@@ -58,11 +63,6 @@ DEFAULT_MAX_SECONDS = 900.0
 STREAM_CAP_RETRY_AFTER_SECONDS = 5
 
 log = structlog.get_logger(__name__)
-
-
-class Until(StrEnum):
-    END = "end"
-    SUSPENDED = "suspended"
 
 
 class StreamEnded(Exception):
@@ -171,113 +171,30 @@ def install_stream(
     app.include_router(build_stream_router(intake, keys, feed, limits or StreamLimits()))
 
 
-_CURSOR = re.compile(r"(?P<audit>\d{1,9})/(?P<progress>(\d{6}\.\d{4}\.\d{6})?)")
-
-
 @dataclass(frozen=True)
-class StreamCursor:
-    audit: int = 0
-    """Audit entries already sent."""
-    progress: str = ""
-    """Key of the last progress entry sent ("" for none)."""
+class StreamChecks:
+    """The streams' dependencies. They run before the 200 of a stream is sent, so a missing
+    execution, a bad ``Last-Event-ID`` or a key over its cap is still a problem document; those
+    with ``yield`` end once the response is over, however the stream ended."""
 
-    def __str__(self) -> str:
-        return f"{self.audit}/{self.progress}"
-
-    @classmethod
-    def parse(cls, text: str | None) -> StreamCursor:
-        if not text:
-            return cls()
-        match = _CURSOR.fullmatch(text.strip())
-        if match is None:
-            raise ValueError(
-                f"Last-Event-ID {text[:80]!r} is not an event id of this stream"
-                " (send back the id of the last event received, or nothing to start over)"
-            )
-        return cls(int(match["audit"]), match["progress"])
+    reader: Any
+    """``Depends`` on a key with any role."""
+    watching: Callable[..., AsyncIterator[Watch]]
+    """The execution's activity, watched from before it is read (services/gateway/feed.py)."""
+    watched: Callable[..., Awaitable[Execution]]
+    resume_point: Callable[..., StreamCursor]
+    workspace_watching: Callable[..., AsyncIterator[Watch]]
+    slot: Callable[..., AsyncIterator[None]]
+    """One of the key's streams on this process, refused (429) past ``max_per_key``."""
 
 
-@dataclass(frozen=True)
-class Snapshot:
-    """What the audit events of an execution are made of, from the store or from a change."""
-
-    execution_id: str
-    status: ExecutionStatus
-    audit: Sequence[AuditEntry]
-    view: Callable[[], dict[str, Any]]
-    """The execution as the API shows it: the ``interrupt`` and ``end`` events' data."""
-
-    @classmethod
-    def of(cls, execution: Execution) -> Snapshot:
-        return cls(
-            execution.execution_id,
-            execution.status,
-            execution.audit,
-            lambda: ExecutionView.of(execution).model_dump(mode="json"),
-        )
-
-    @classmethod
-    def of_change(cls, execution_id: str, change: ExecutionChange) -> Snapshot | None:
-        """None when the change came without its view (too big to carry)."""
-        view = change.view
-        if view is None:
-            return None
-        return cls(execution_id, change.status, change.audit, lambda: view)
-
-
-def progress_events(
-    entries: list[ProgressEntry], cursor: StreamCursor
-) -> tuple[list[ServerSentEvent], StreamCursor]:
-    """Events for the entries after the cursor (a pushed batch may repeat what was read)."""
-    events = []
-    for entry in entries:
-        if entry.key <= cursor.progress:
-            continue
-        cursor = StreamCursor(cursor.audit, entry.key)
-        events.append(ServerSentEvent(event=entry.kind, id=str(cursor), data=entry.data))
-    return events, cursor
-
-
-def audit_events(
-    snapshot: Snapshot, cursor: StreamCursor
-) -> tuple[list[ServerSentEvent], StreamCursor]:
-    """Events for the audit entries after the cursor; ``interrupt`` (the review request) after
-    the transition into the current suspension, ``end`` after the final status."""
-    events = []
-    trail = snapshot.audit
-    last_transition = max(
-        (i for i, entry in enumerate(trail) if entry.to_status is not None), default=-1
-    )
-    for index in range(cursor.audit, len(trail)):
-        entry = trail[index]
-        cursor = StreamCursor(index + 1, cursor.progress)
-        name = "status" if entry.to_status is not None else "audit"
-        data = {"execution_id": snapshot.execution_id, **entry.model_dump(mode="json")}
-        events.append(ServerSentEvent(event=name, id=str(cursor), data=data))
-        if index == last_transition and snapshot.status is ExecutionStatus.SUSPENDED:
-            events.append(ServerSentEvent(event="interrupt", id=str(cursor), data=snapshot.view()))
-        if index == last_transition and snapshot.status.is_terminal:
-            events.append(ServerSentEvent(event="end", id=str(cursor), data=snapshot.view()))
-    return events, cursor
-
-
-def finished(snapshot: Snapshot, sent: list[ServerSentEvent], until: Until) -> bool:
-    if snapshot.status.is_terminal:
-        return True
-    return until is Until.SUSPENDED and any(e.event == "interrupt" for e in sent)
-
-
-def build_stream_router(
+def stream_checks(
     intake: Intake, keys: ApiKeys, feed: ExecutionFeed, limits: StreamLimits
-) -> APIRouter:
-    router = APIRouter(responses=PROBLEM_RESPONSES)
+) -> StreamChecks:
     reader = Depends(access(keys, "reading", ANY_ROLE))
     guard = KeyGuard(KeyRechecks(keys, interval=limits.key_check_seconds, clock=limits.clock))
     open_streams = OpenStreams(limits.max_per_key)
 
-    # Checks run as dependencies: they must answer 404/400 before the 200 of the stream is sent.
-    # The watch begins before the execution is read (services/gateway/feed.py), and ends once
-    # the response is over (a dependency with yield), however the stream ended.
     async def watching(
         project_id: Identifier,
         execution_id: Identifier,
@@ -309,9 +226,16 @@ def build_stream_router(
             raise StreamEnded
         return cursor
 
-    # A dependency with yield: its exit runs once the response is over (or the client gone),
-    # however the stream ended, so a slot is never leaked.
-    async def stream_slot(key: ApiKey = reader) -> AsyncIterator[None]:
+    async def workspace_watching(
+        project_id: Identifier,
+        workspace_id: Annotated[Identifier, Query()],
+        key: ApiKey = reader,
+    ) -> AsyncIterator[Watch]:
+        with feed.watch_workspace(project_id, workspace_id) as watch, guard.guarding(key, watch):
+            async with feed.listening():
+                yield watch
+
+    async def slot(key: ApiKey = reader) -> AsyncIterator[None]:
         if not open_streams.open(key.key_id):
             raise Problem(
                 429,
@@ -326,6 +250,16 @@ def build_stream_router(
         finally:
             open_streams.close(key.key_id)
 
+    return StreamChecks(reader, watching, watched, resume_point, workspace_watching, slot)
+
+
+def build_stream_router(
+    intake: Intake, keys: ApiKeys, feed: ExecutionFeed, limits: StreamLimits
+) -> APIRouter:
+    router = APIRouter(responses=PROBLEM_RESPONSES)
+    checks = stream_checks(intake, keys, feed, limits)
+    reader = checks.reader
+
     @router.get(
         "/api/v1/projects/{project_id}/executions/{execution_id}/stream",
         response_class=EventSourceResponse,
@@ -333,10 +267,10 @@ def build_stream_router(
         responses={204: {"description": "The client has every event of a finished execution"}},
     )
     async def stream_execution(
-        execution: Execution = Depends(watched),
-        watch: Watch = Depends(watching),
-        cursor: StreamCursor = Depends(resume_point),
-        _: None = Depends(stream_slot),
+        execution: Execution = Depends(checks.watched),
+        watch: Watch = Depends(checks.watching),
+        cursor: StreamCursor = Depends(checks.resume_point),
+        _: None = Depends(checks.slot),
         key: ApiKey = reader,
         until: Annotated[
             Until,
@@ -352,58 +286,8 @@ def build_stream_router(
         and ``end`` (the final execution; the stream then closes). Send ``Last-Event-ID`` to
         continue after an event. A stream closes after a while (or when its key is revoked);
         reconnect with ``Last-Event-ID`` to continue where it stopped."""
-        opened = limits.clock()
-        yield ServerSentEvent(comment="interlock execution stream", retry=RETRY_MS)
-        # The one read of the store: what happened before this stream (or its reconnect).
-        snapshot = Snapshot.of(execution)
-        sent, cursor = progress_events(await stored_progress(execution, cursor), cursor)
-        for event in sent:
+        async for event in execution_events(intake, execution, watch, cursor, until, limits):
             yield event
-        sent, cursor = audit_events(snapshot, cursor)
-        for event in sent:
-            yield event
-        if finished(snapshot, sent, until):
-            return
-        while True:
-            left = limits.max_seconds - (limits.clock() - opened)
-            if left <= 0:
-                # Checked after a batch is sent whole: every event before the close carries its
-                # id, so the reconnect continues exactly after the last one.
-                yield ServerSentEvent(comment="stream lifetime over: reconnect with Last-Event-ID")
-                return
-            arrived = await watch.next(left)
-            if watch.ended is not None:
-                yield ServerSentEvent(comment=watch.ended)
-                return
-            if watch.overflowed:
-                yield ServerSentEvent(comment="fell behind: reconnect with Last-Event-ID")
-                return
-            for activity in arrived:
-                if activity.change is None:
-                    entries = [item.entry() for item in activity.progress or []]
-                    sent, cursor = progress_events(entries, cursor)
-                else:
-                    snapshot = Snapshot.of_change(
-                        activity.execution_id, activity.change
-                    ) or Snapshot.of(
-                        await intake.get(
-                            execution.project_id, execution.workspace_id, execution.execution_id
-                        )
-                    )
-                    sent, cursor = audit_events(snapshot, cursor)
-                for event in sent:
-                    yield event
-                if finished(snapshot, sent, until):
-                    return
-
-    async def workspace_watching(
-        project_id: Identifier,
-        workspace_id: Annotated[Identifier, Query()],
-        key: ApiKey = reader,
-    ) -> AsyncIterator[Watch]:
-        with feed.watch_workspace(project_id, workspace_id) as watch, guard.guarding(key, watch):
-            async with feed.listening():
-                yield watch
 
     @router.get(
         "/api/v1/projects/{project_id}/changes",
@@ -411,8 +295,8 @@ def build_stream_router(
         tags=["executions"],
     )
     async def stream_changes(
-        watch: Watch = Depends(workspace_watching),
-        _: None = Depends(stream_slot),
+        watch: Watch = Depends(checks.workspace_watching),
+        _: None = Depends(checks.slot),
         key: ApiKey = reader,
     ) -> AsyncIterator[ServerSentEvent]:
         """Every change of every execution of the workspace, as it happens: a ``change`` event
@@ -420,41 +304,109 @@ def build_stream_router(
         replayed: once this stream is open, read what you show (the pending reviews, say:
         ``GET .../executions?status=suspended``) and apply the changes that follow; after a
         reconnect, read it again. The review page follows its list this way."""
-        opened = limits.clock()
-        yield ServerSentEvent(comment="interlock workspace changes", retry=RETRY_MS)
-        while True:
-            left = limits.max_seconds - (limits.clock() - opened)
-            if left <= 0:
-                yield ServerSentEvent(comment="stream lifetime over: reconnect and read again")
-                return
-            arrived = await watch.next(left)
-            if watch.ended is not None:
-                yield ServerSentEvent(comment=watch.ended)
-                return
-            if watch.overflowed:
-                yield ServerSentEvent(comment="fell behind: reconnect and read again")
-                return
-            for activity in arrived:
-                change = activity.change
-                if change is None:
-                    continue
-                view = change.view
-                if view is None:  # too big to carry: read this one
-                    stored = await intake.get(
-                        activity.project_id, change.workspace_id, activity.execution_id
-                    )
-                    view = ExecutionView.of(stored).model_dump(mode="json")
-                yield ServerSentEvent(event="change", data=view)
-
-    async def stored_progress(execution: Execution, cursor: StreamCursor) -> list[ProgressEntry]:
-        """Every stored entry after the cursor (the log answers in pages)."""
-        entries: list[ProgressEntry] = []
-        after = cursor.progress
-        while True:
-            page = await intake.progress_after(execution, after)
-            entries.extend(page)
-            if len(page) < PROGRESS_PAGE:
-                return entries
-            after = page[-1].key
+        async for event in workspace_changes(intake, watch, limits):
+            yield event
 
     return router
+
+
+async def execution_events(
+    intake: Intake,
+    execution: Execution,
+    watch: Watch,
+    cursor: StreamCursor,
+    until: Until,
+    limits: StreamLimits,
+) -> AsyncIterator[ServerSentEvent]:
+    """One execution's stream: what happened before it opened (one read of the store), then
+    what the feed pushes, until the execution ends (or waits, with ``until=suspended``), the
+    stream's lifetime is over, its key is revoked or it fell behind."""
+    opened = limits.clock()
+    yield ServerSentEvent(comment="interlock execution stream", retry=RETRY_MS)
+    # The one read of the store: what happened before this stream (or its reconnect).
+    snapshot = Snapshot.of(execution)
+    sent, cursor = progress_events(await stored_progress(intake, execution, cursor), cursor)
+    for event in sent:
+        yield event
+    sent, cursor = audit_events(snapshot, cursor)
+    for event in sent:
+        yield event
+    if finished(snapshot, sent, until):
+        return
+    while True:
+        left = limits.max_seconds - (limits.clock() - opened)
+        if left <= 0:
+            # Checked after a batch is sent whole: every event before the close carries its
+            # id, so the reconnect continues exactly after the last one.
+            yield ServerSentEvent(comment="stream lifetime over: reconnect with Last-Event-ID")
+            return
+        arrived = await watch.next(left)
+        if watch.ended is not None:
+            yield ServerSentEvent(comment=watch.ended)
+            return
+        if watch.overflowed:
+            yield ServerSentEvent(comment="fell behind: reconnect with Last-Event-ID")
+            return
+        for activity in arrived:
+            if activity.change is None:
+                entries = [item.entry() for item in activity.progress or []]
+                sent, cursor = progress_events(entries, cursor)
+            else:
+                snapshot = Snapshot.of_change(activity.execution_id, activity.change) or (
+                    Snapshot.of(
+                        await intake.get(
+                            execution.project_id, execution.workspace_id, execution.execution_id
+                        )
+                    )
+                )
+                sent, cursor = audit_events(snapshot, cursor)
+            for event in sent:
+                yield event
+            if finished(snapshot, sent, until):
+                return
+
+
+async def workspace_changes(
+    intake: Intake, watch: Watch, limits: StreamLimits
+) -> AsyncIterator[ServerSentEvent]:
+    """A workspace's changes as the feed pushes them, until the stream's lifetime is over, its
+    key is revoked or it fell behind."""
+    opened = limits.clock()
+    yield ServerSentEvent(comment="interlock workspace changes", retry=RETRY_MS)
+    while True:
+        left = limits.max_seconds - (limits.clock() - opened)
+        if left <= 0:
+            yield ServerSentEvent(comment="stream lifetime over: reconnect and read again")
+            return
+        arrived = await watch.next(left)
+        if watch.ended is not None:
+            yield ServerSentEvent(comment=watch.ended)
+            return
+        if watch.overflowed:
+            yield ServerSentEvent(comment="fell behind: reconnect and read again")
+            return
+        for activity in arrived:
+            change = activity.change
+            if change is None:
+                continue
+            view = change.view
+            if view is None:  # too big to carry: read this one
+                stored = await intake.get(
+                    activity.project_id, change.workspace_id, activity.execution_id
+                )
+                view = ExecutionView.of(stored).model_dump(mode="json")
+            yield ServerSentEvent(event="change", data=view)
+
+
+async def stored_progress(
+    intake: Intake, execution: Execution, cursor: StreamCursor
+) -> list[ProgressEntry]:
+    """Every stored entry after the cursor (the log answers in pages)."""
+    entries: list[ProgressEntry] = []
+    after = cursor.progress
+    while True:
+        page = await intake.progress_after(execution, after)
+        entries.extend(page)
+        if len(page) < PROGRESS_PAGE:
+            return entries
+        after = page[-1].key

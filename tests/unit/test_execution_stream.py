@@ -17,7 +17,7 @@ from pymongo.errors import ServerSelectionTimeoutError
 from services.gateway import app as gateway_app
 from services.gateway.app import GatewaySettings, create_app
 from services.gateway.auth import KeyRechecks
-from services.gateway.stream import StreamCursor
+from services.gateway.stream_events import StreamCursor
 from shared.store.api_keys import ApiKey, Role, create_key
 from shared.store.memory.api_keys import InMemoryApiKeys
 from tests.eventually import eventually
