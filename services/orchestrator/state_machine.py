@@ -14,10 +14,18 @@ topics: a suspension seen before its ``started`` report implies the ``running`` 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import datetime
 
-from shared.domain.cancellation import AlreadyFinished as AlreadyFinished  # the handlers' name
+# Named here too: the handlers and tests read a transition's vocabulary from the module whose
+# functions return outcomes, and catch AlreadyFinished from the one that raises it.
+from services.orchestrator.transitions import ALLOWED_TRANSITIONS as ALLOWED_TRANSITIONS
+from services.orchestrator.transitions import IllegalTransition as IllegalTransition
+from services.orchestrator.transitions import Outcome as Outcome
+from services.orchestrator.transitions import Transition as Transition
+from services.orchestrator.transitions import Walk, with_audit
+from services.orchestrator.transitions import status_sequence as status_sequence
+from services.orchestrator.transitions import transition as transition
+from shared.domain.cancellation import AlreadyFinished as AlreadyFinished
 from shared.domain.cancellation import check_cancellable
 from shared.domain.deadlines import CANCEL, DeadlineKind, Deadlines
 from shared.domain.decisions import DecisionError, resolve_decision
@@ -28,7 +36,6 @@ from shared.domain.execution import (
     ExecutionStatus,
     Suspension,
 )
-from shared.errors import InterlockError
 from shared.events import (
     CancelRequested,
     DecisionSubmitted,
@@ -44,119 +51,10 @@ from shared.events import (
 
 S = ExecutionStatus
 
-ALLOWED_TRANSITIONS: dict[ExecutionStatus, frozenset[ExecutionStatus]] = {
-    S.PENDING: frozenset({S.RUNNING, S.ERROR, S.CANCELLED}),
-    S.RUNNING: frozenset({S.SUSPENDED, S.COMPLETED, S.ERROR, S.CANCELLED}),
-    S.SUSPENDED: frozenset({S.RESUMING, S.CANCELLED, S.EXPIRED}),
-    S.RESUMING: frozenset({S.RUNNING, S.ERROR, S.SUSPENDED, S.CANCELLED}),
-    S.COMPLETED: frozenset(),
-    S.ERROR: frozenset(),
-    S.CANCELLED: frozenset(),
-    S.EXPIRED: frozenset(),
-}
-
 ORCHESTRATOR = "orchestrator"
 SANDBOX = "sandbox"
 CUSTOM_HEADERS_UNREADABLE = "custom_headers.unreadable"
 """Audit action: a run went without the custom headers it was sent with (shared/custom_headers)."""
-
-
-class IllegalTransition(InterlockError):
-    def __init__(self, current: ExecutionStatus, target: ExecutionStatus) -> None:
-        super().__init__(f"no transition from {current.value} to {target.value}")
-
-
-@dataclass(frozen=True)
-class Transition:
-    from_status: ExecutionStatus
-    to_status: ExecutionStatus
-    sequence: int
-    """Position of ``to_status`` in the execution's status history (1 is pending)."""
-    reason: str | None
-
-
-def status_sequence(execution: Execution) -> int:
-    """How many statuses the execution has had: pending plus one per transition."""
-    return 1 + sum(1 for entry in execution.audit if entry.action == "transition")
-
-
-@dataclass(frozen=True)
-class Outcome:
-    execution: Execution
-    transitions: list[Transition] = field(default_factory=list)
-    ignored: str | None = None
-    """Why the event changed nothing (duplicate, stale), for the log line."""
-    claim: int | None = None
-    """The suspension whose one decision this outcome takes (the caller claims it first)."""
-
-    @property
-    def changed(self) -> bool:
-        return bool(self.transitions) or self.ignored is None
-
-
-def transition(
-    execution: Execution,
-    target: ExecutionStatus,
-    *,
-    actor: str,
-    reason: str | None = None,
-    event_id: str | None = None,
-    **changes: object,
-) -> Execution:
-    """Move to ``target`` with one audit entry, or raise IllegalTransition. (Versions are the
-    store's: it numbers what it stores.)"""
-    if target not in ALLOWED_TRANSITIONS[execution.status]:
-        raise IllegalTransition(execution.status, target)
-    entry = AuditEntry(
-        actor=actor,
-        action="transition",
-        from_status=execution.status,
-        to_status=target,
-        reason=reason,
-        event_id=event_id,
-    )
-    return execution.model_copy(
-        update={
-            **changes,
-            "status": target,
-            "audit": [*execution.audit, entry],
-            "updated_at": entry.at,
-        }
-    )
-
-
-def with_audit(execution: Execution, entry: AuditEntry) -> Execution:
-    """Record something that is not a status change (a rejected decision, say)."""
-    return execution.model_copy(
-        update={
-            "audit": [*execution.audit, entry],
-            "updated_at": entry.at,
-        }
-    )
-
-
-class _Walk:
-    """Applies a chain of transitions and remembers them for the outcome."""
-
-    def __init__(self, execution: Execution) -> None:
-        self.execution = execution
-        self.transitions: list[Transition] = []
-
-    def to(self, target: ExecutionStatus, **kwargs: object) -> None:
-        before = self.execution.status
-        reason = kwargs.get("reason")
-        self.execution = transition(self.execution, target, **kwargs)  # type: ignore[arg-type]
-        self.transitions.append(
-            Transition(
-                before,
-                target,
-                status_sequence(self.execution),
-                reason if isinstance(reason, str) else None,
-            )
-        )
-
-    def outcome(self) -> Outcome:
-        return Outcome(self.execution, self.transitions)
 
 
 def on_requested(execution: Execution, event: ExecutionRequested) -> Outcome:
@@ -182,7 +80,7 @@ def on_abandoned(execution: Execution, *, cutoff: datetime) -> Outcome:
         "the request never reached the event bus (the client was answered 503) and was not"
         " retried; invoke again"
     )
-    walk = _Walk(execution)
+    walk = Walk(execution)
     walk.to(
         S.ERROR,
         actor=ORCHESTRATOR,
@@ -201,7 +99,7 @@ def on_started(execution: Execution, report: ExecutionReported) -> Outcome:
             return Outcome(execution, ignored=f"already {execution.status.value}")
         # Its suspension overtook the report (another topic): the run still went without them.
         return Outcome(with_audit(execution, unreadable))
-    walk = _Walk(execution)
+    walk = Walk(execution)
     walk.to(
         S.RUNNING, actor=SANDBOX, reason=f"attempt {report.epoch} started", event_id=report.event_id
     )
@@ -234,7 +132,7 @@ def on_suspended(
         return Outcome(execution, ignored=f"stale epoch {event.epoch} (now {execution.epoch})")
     if execution.status not in (S.PENDING, S.RESUMING, S.RUNNING):
         return Outcome(execution, ignored=f"already {execution.status.value}")
-    walk = _Walk(execution)
+    walk = Walk(execution)
     if execution.status is not S.RUNNING:
         walk.to(S.RUNNING, actor=SANDBOX, reason="implied by suspension", event_id=event.event_id)
     suspension = Suspension(
@@ -264,7 +162,7 @@ def on_finished(execution: Execution, report: ExecutionReported) -> Outcome:
         return Outcome(execution, ignored=f"stale epoch {report.epoch} (now {execution.epoch})")
     if execution.status not in (S.PENDING, S.RESUMING, S.RUNNING):
         return Outcome(execution, ignored=f"already {execution.status.value}")
-    walk = _Walk(execution)
+    walk = Walk(execution)
     if execution.status is not S.RUNNING:
         walk.to(S.RUNNING, actor=SANDBOX, reason="implied by report", event_id=report.event_id)
     if report.outcome is ReportOutcome.COMPLETED:
@@ -298,7 +196,7 @@ def on_refused(execution: Execution, report: ExecutionReported) -> Outcome:
     if execution.status is not S.RESUMING or execution.suspension is None:
         return Outcome(execution, ignored=f"already {execution.status.value}")
     reason = report.error.message if report.error else "the sandbox refused to resume"
-    walk = _Walk(execution)
+    walk = Walk(execution)
     walk.to(
         S.SUSPENDED,
         actor=SANDBOX,
@@ -315,7 +213,7 @@ def on_cancel(execution: Execution, event: CancelRequested) -> Outcome:
     if execution.status is S.CANCELLED:
         return Outcome(execution, ignored="already cancelled")
     check_cancellable(execution)
-    walk = _Walk(execution)
+    walk = Walk(execution)
     walk.to(
         S.CANCELLED,
         actor=event.requested_by or "producer",
@@ -354,7 +252,7 @@ def on_deadline(execution: Execution, kind: DeadlineKind, suspension_id: int) ->
             reason=f"suspension {suspension_id} still waits for a review",
         )
         return Outcome(with_audit(fired, entry))
-    walk = _Walk(fired)
+    walk = Walk(fired)
     if deadlines.on_expiry == CANCEL:
         walk.to(
             S.EXPIRED,
@@ -436,7 +334,7 @@ def on_decision(execution: Execution, event: DecisionSubmitted) -> Outcome:
     record = _decision_record(event, resolution.summary, suspension_id).model_copy(
         update={"values": resolution.values, "edits": resolution.edits}
     )
-    walk = _Walk(execution)
+    walk = Walk(execution)
     _resume(walk, record, event.event_id)
     return Outcome(walk.execution, walk.transitions, claim=suspension_id)
 
@@ -467,7 +365,7 @@ def _decision_record(event: DecisionSubmitted, decision: str, suspension_id: int
     )
 
 
-def _resume(walk: _Walk, record: Decision, event_id: str | None) -> None:
+def _resume(walk: Walk, record: Decision, event_id: str | None) -> None:
     walk.to(
         S.RESUMING,
         actor=record.reviewer or "reviewer",
@@ -479,7 +377,7 @@ def _resume(walk: _Walk, record: Decision, event_id: str | None) -> None:
     )
 
 
-def _settle_parked(walk: _Walk, event_id: str | None) -> None:
+def _settle_parked(walk: Walk, event_id: str | None) -> None:
     """Apply the parked decision to the suspension just recorded, or reject it for good."""
     parked = walk.execution.parked_decision
     if parked is None:
