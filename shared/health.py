@@ -5,6 +5,9 @@ and Prometheus.
 ``GET /readyz``: the broker and the database answer within a few seconds (readiness: 503 with
 what failed, so a replica cut off from either stops being counted as ready).
 ``GET /metrics``: the process's Prometheus metrics (``shared/metrics.py``), for scraping.
+``GET /debug/tasks``: every asyncio task of the process and where it waits (``task_stacks``), to
+see what a process that answers its probes but not its work is waiting on: a thread dump
+(py-spy) of an asyncio process shows only its idle event loop.
 
 Every service serves it, the gateway too: its ``/metrics`` counts every tenant's executions, so
 it is kept off the public API port, on this listener that only the cluster network reaches.
@@ -14,13 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 
 import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from shared.settings import CommonSettings
@@ -51,9 +55,29 @@ def health_app(checks: Mapping[str, Check], metrics: CollectorRegistry = REGISTR
     async def scrape(_: Request) -> Response:
         return Response(generate_latest(metrics), media_type=CONTENT_TYPE_LATEST)
 
+    async def tasks(_: Request) -> PlainTextResponse:
+        return PlainTextResponse(task_stacks())
+
     return Starlette(
-        routes=[Route("/healthz", alive), Route("/readyz", ready), Route("/metrics", scrape)]
+        routes=[
+            Route("/healthz", alive),
+            Route("/readyz", ready),
+            Route("/metrics", scrape),
+            Route("/debug/tasks", tasks),
+        ]
     )
+
+
+def task_stacks() -> str:
+    """Each asyncio task of the running loop: its name, its coroutine and the frames it is
+    suspended in, innermost last (what ``Task.print_stack`` writes), in name order."""
+    out = io.StringIO()
+    tasks = sorted(asyncio.all_tasks(), key=lambda task: task.get_name())
+    out.write(f"{len(tasks)} tasks\n")
+    for task in tasks:
+        out.write(f"\n--- {task.get_name()}: {task.get_coro()!r}\n")
+        task.print_stack(limit=20, file=out)
+    return out.getvalue()
 
 
 class HealthServer:

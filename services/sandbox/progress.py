@@ -20,11 +20,11 @@ from typing import Any, Literal
 
 import structlog
 from langchain_core.messages import AIMessageChunk
-from pymongo.errors import PyMongoError
 
 from services.sandbox.jsonable import to_jsonable
 from shared.activity import ExecutionActivity
 from shared.bus import EventPublisher
+from shared.errors import is_transient
 from shared.store.progress import ProgressEntry, ProgressLog, progress_key
 
 log = structlog.get_logger(__name__)
@@ -110,7 +110,11 @@ class ProgressRecorder:
             return
         try:
             await self._log.append(self._project_id, self._execution_id, entries)
-        except PyMongoError as exc:
+        except Exception as exc:
+            # Progress is best effort (the checkpoint is the record): a store that does not
+            # answer now costs these entries, not the run. Anything else is a bug.
+            if not is_transient(exc):
+                raise
             log.warning(
                 "progress.dropped",
                 execution_id=self._execution_id,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 
 import httpx
@@ -34,6 +35,28 @@ async def test_ready_when_every_check_passes_and_says_which_failed_otherwise() -
             "status": "unavailable",
             "failed": {"kafka": "ConnectionError: no route to the broker"},
         }
+
+
+async def test_debug_tasks_names_each_task_and_the_line_it_waits_on() -> None:
+    gate = asyncio.Event()
+
+    async def waits_for_the_gate() -> None:
+        await gate.wait()
+
+    waiter = asyncio.create_task(waits_for_the_gate(), name="the-waiter")
+    await asyncio.sleep(0)
+    transport = httpx.ASGITransport(app=health_app({}))
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://health") as client:
+            response = await client.get("/debug/tasks")
+    finally:
+        gate.set()
+        await waiter
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    listing = response.text.split("\n--- the-waiter: ", 1)[1].split("\n--- ", 1)[0]
+    assert "waits_for_the_gate" in listing
+    assert "await gate.wait()" in listing
 
 
 def free_port() -> int:

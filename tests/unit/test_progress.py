@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
+import pytest
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
@@ -63,12 +65,28 @@ async def test_a_huge_node_update_is_reported_by_size_only(monkeypatch: Any) -> 
 
 
 class BrokenLog(InMemoryProgressLog):
+    def __init__(self, error: Exception) -> None:
+        super().__init__()
+        self.error = error
+
     async def append(
         self, project_id: str, execution_id: str, entries: list[ProgressEntry]
     ) -> None:
-        raise AutoReconnect("database went away")
+        raise self.error
 
 
-async def test_a_failed_progress_write_does_not_fail_the_run() -> None:
-    recorder = await record(BrokenLog(), chatty_graph())
+@pytest.mark.parametrize(
+    "error",
+    [AutoReconnect("database went away"), sqlite3.OperationalError("database is locked")],
+    ids=["mongodb-unreachable", "sqlite-busy"],
+)
+async def test_a_store_that_does_not_answer_costs_the_progress_not_the_run(
+    error: Exception,
+) -> None:
+    recorder = await record(BrokenLog(error), chatty_graph())
     await recorder.flush()  # nothing pending, nothing raised
+
+
+async def test_a_progress_write_failing_for_a_reason_a_retry_cannot_fix_is_raised() -> None:
+    with pytest.raises(TypeError, match="not serialisable"):
+        await record(BrokenLog(TypeError("not serialisable")), chatty_graph())
