@@ -22,7 +22,7 @@ from bench.watchers import KafkaStatusWatcher
 from tests.chaos.harness import Supervisor, fired_faults, observe
 from tests.chaos.invariants import Verdict, check
 from tests.chaos.private_infra import PrivateInfra
-from tests.chaos.workload import Workload
+from tests.chaos.workload import Workload, client_limits
 from tests.e2e.cluster import Cluster
 from tests.e2e.effects import Effects
 
@@ -135,7 +135,10 @@ async def run_scenario(scenario: Scenario, *, kafka: str, mongodb: str, workdir:
         supervisor = Supervisor(cluster)
         supervisor.start()
         async with httpx.AsyncClient(
-            base_url=cluster.base_url, timeout=30, headers={"Authorization": f"Bearer {secret}"}
+            base_url=cluster.base_url,
+            timeout=30,
+            headers={"Authorization": f"Bearer {secret}"},
+            limits=client_limits(),
         ) as client:
             workload = Workload(client, project=PROJECT, workspace=f"ws-{uuid.uuid4().hex[:6]}")
             # Reviewers' clients look at an execution when its status changes, not in a loop.

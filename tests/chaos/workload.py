@@ -26,8 +26,21 @@ status change on ``execution.status``, as a reviewer reads a review when notifie
 minute in case an announcement was missed. Polling instead made the soak's load its own: hundreds of
 executions queued behind a fault polled the gateway over a hundred times a second, each a few
 store reads, which kept the store saturated and the queue growing."""
+MAX_IN_FLIGHT = 100
+"""Requests this load has on the wire at once (its client's connections: ``client_limits``).
+The rest wait for a slot here, in an asyncio semaphore, not in httpx's pool queue: httpcore
+re-matches every queued request against every connection each time a request starts or ends,
+so with hundreds queued behind a fault the harness's own event loop spent its time there (a
+replayed soak: 671 queued, 25 s without a request sent), its clients timed out waiting for
+their own pool, and the gateway, answering a probe in 30 ms, was recorded as hanging. The
+timeout now starts when a request is sent: what it measures is the gateway."""
 MAX_RETRY_PAUSE = 2.0
 """Cap on a ``Retry-After`` pause, so a scenario does not idle through a short outage."""
+
+
+def client_limits() -> httpx.Limits:
+    """The load's client keeps a connection per request slot, so none is reopened per request."""
+    return httpx.Limits(max_connections=MAX_IN_FLIGHT, max_keepalive_connections=MAX_IN_FLIGHT)
 
 
 class Workload:
@@ -49,6 +62,7 @@ class Workload:
         self.nudges = 0
         """Status announcements the watcher passed on (in the scenario's notes)."""
         self._changed: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
+        self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)
 
     def nudge(self, execution_id: str, status: str, seen: float) -> None:
         """A watcher saw ``execution_id`` change status (bench/watchers.py ``OnStatus``)."""
@@ -79,7 +93,8 @@ class Workload:
         **kwargs: Any,
     ) -> httpx.Response | None:
         try:
-            response = await self.client.request(method, path, **kwargs)
+            async with self._slots:
+                response = await self.client.request(method, path, **kwargs)
         except httpx.TimeoutException:
             self.http.append(
                 HttpRecord(method, path, None, execution_id=execution_id, timed_out=True)
