@@ -69,15 +69,32 @@ def health_app(checks: Mapping[str, Check], metrics: CollectorRegistry = REGISTR
 
 
 def task_stacks() -> str:
-    """Each asyncio task of the running loop: its name, its coroutine and the frames it is
-    suspended in, innermost last (what ``Task.print_stack`` writes), in name order."""
+    """Each asyncio task of the running loop: its name, then the chain of coroutines it is
+    suspended in, outermost first, down to what it waits on. ``Task.print_stack`` shows only
+    the outermost frame of a suspended task, which says nothing: every request task is in
+    uvicorn's ``run_asgi``."""
     out = io.StringIO()
     tasks = sorted(asyncio.all_tasks(), key=lambda task: task.get_name())
     out.write(f"{len(tasks)} tasks\n")
     for task in tasks:
-        out.write(f"\n--- {task.get_name()}: {task.get_coro()!r}\n")
-        task.print_stack(limit=20, file=out)
+        out.write(f"\n--- {task.get_name()}\n")
+        for line in _await_chain(task.get_coro()):
+            out.write(f"  {line}\n")
     return out.getvalue()
+
+
+def _await_chain(awaitable: object, depth: int = 64) -> list[str]:
+    lines = []
+    while awaitable is not None and depth > 0:
+        depth -= 1
+        frame = getattr(awaitable, "cr_frame", None) or getattr(awaitable, "ag_frame", None)
+        if frame is None:
+            lines.append(f"awaits {type(awaitable).__qualname__}")
+            break
+        code = frame.f_code
+        lines.append(f"{code.co_filename}:{frame.f_lineno} {code.co_qualname}")
+        awaitable = getattr(awaitable, "cr_await", None) or getattr(awaitable, "ag_await", None)
+    return lines
 
 
 class HealthServer:
