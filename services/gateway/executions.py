@@ -17,7 +17,7 @@ from services.gateway.openapi import (
     EXECUTION,
     ProjectPath,
     WorkspaceQuery,
-    body_schema,
+    json_body,
 )
 from services.gateway.schemas import (
     ApprovalView,
@@ -105,12 +105,7 @@ def cancel_router(intake: Intake, keys: ApiKeys) -> APIRouter:
         response_model=CancelAccepted,
         tags=["executions"],
         responses=BODY_RESPONSES,
-        openapi_extra={
-            "requestBody": {
-                "required": False,
-                "content": {"application/json": {"schema": body_schema(CancelRequest)}},
-            }
-        },
+        openapi_extra=json_body(CancelRequest, required=False),
     )
     async def cancel(
         project_id: ProjectPath,

@@ -95,6 +95,17 @@ INVOKE_REFUSALS = (
 )
 
 
+def json_body(model: type[BaseModel], *, required: bool) -> dict[str, Any]:
+    """A route's ``openapi_extra`` declaring its JSON request body as ``model``: for the routes
+    that parse their body themselves (to answer a malformed one with its own problem type)."""
+    return {
+        "requestBody": {
+            "required": required,
+            "content": {"application/json": {"schema": body_schema(model)}},
+        }
+    }
+
+
 def body_schema(model: type[BaseModel]) -> dict[str, Any]:
     """``model``'s JSON schema for a request body declared by hand (``openapi_extra``), its
     nested models referred to in components/schemas, where the response models that use them

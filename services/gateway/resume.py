@@ -15,7 +15,7 @@ from services.gateway.openapi import (
     EXECUTION,
     ProjectPath,
     WorkspaceQuery,
-    body_schema,
+    json_body,
 )
 from services.gateway.schemas import ResumeAccepted, ResumeRequest
 from shared.custom_headers import within_limits
@@ -35,12 +35,7 @@ def resume_router(intake: Intake, keys: ApiKeys) -> APIRouter:
         response_model=ResumeAccepted,
         tags=["executions"],
         responses=BODY_RESPONSES,
-        openapi_extra={
-            "requestBody": {
-                "required": True,
-                "content": {"application/json": {"schema": body_schema(ResumeRequest)}},
-            }
-        },
+        openapi_extra=json_body(ResumeRequest, required=True),
     )
     async def resume(
         request: Request,

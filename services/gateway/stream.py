@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import aclosing, contextmanager
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -51,6 +51,7 @@ from services.gateway.stream_events import (
     finished,
     progress_events,
 )
+from shared.activity import ExecutionActivity
 from shared.domain.execution import Execution
 from shared.events import Identifier
 from shared.store.api_keys import ApiKey, ApiKeys
@@ -333,37 +334,27 @@ async def execution_events(
         yield event
     if finished(snapshot, sent, until):
         return
-    while True:
-        left = limits.max_seconds - (limits.clock() - opened)
-        if left <= 0:
-            # Checked after a batch is sent whole: every event before the close carries its
-            # id, so the reconnect continues exactly after the last one.
-            yield ServerSentEvent(comment="stream lifetime over: reconnect with Last-Event-ID")
-            return
-        arrived = await watch.next(left)
-        if watch.ended is not None:
-            yield ServerSentEvent(comment=watch.ended)
-            return
-        if watch.overflowed:
-            yield ServerSentEvent(comment="fell behind: reconnect with Last-Event-ID")
-            return
-        for activity in arrived:
-            if activity.change is None:
-                entries = [item.entry() for item in activity.progress or []]
-                sent, cursor = progress_events(entries, cursor)
-            else:
-                snapshot = Snapshot.of_change(activity.execution_id, activity.change) or (
-                    Snapshot.of(
-                        await intake.get(
-                            execution.project_id, execution.workspace_id, execution.execution_id
+    pushed = Pushed(watch, limits, opened, reconnect="reconnect with Last-Event-ID")
+    async with aclosing(pushed.batches()) as batches:
+        async for arrived in batches:
+            for activity in arrived:
+                if activity.change is None:
+                    entries = [item.entry() for item in activity.progress or []]
+                    sent, cursor = progress_events(entries, cursor)
+                else:
+                    snapshot = Snapshot.of_change(activity.execution_id, activity.change) or (
+                        Snapshot.of(
+                            await intake.get(
+                                execution.project_id, execution.workspace_id, execution.execution_id
+                            )
                         )
                     )
-                )
-                sent, cursor = audit_events(snapshot, cursor)
-            for event in sent:
-                yield event
-            if finished(snapshot, sent, until):
-                return
+                    sent, cursor = audit_events(snapshot, cursor)
+                for event in sent:
+                    yield event
+                if finished(snapshot, sent, until):
+                    return
+    yield pushed.closing
 
 
 async def workspace_changes(
@@ -373,29 +364,51 @@ async def workspace_changes(
     key is revoked or it fell behind."""
     opened = limits.clock()
     yield ServerSentEvent(comment="interlock workspace changes", retry=RETRY_MS)
-    while True:
-        left = limits.max_seconds - (limits.clock() - opened)
-        if left <= 0:
-            yield ServerSentEvent(comment="stream lifetime over: reconnect and read again")
-            return
-        arrived = await watch.next(left)
-        if watch.ended is not None:
-            yield ServerSentEvent(comment=watch.ended)
-            return
-        if watch.overflowed:
-            yield ServerSentEvent(comment="fell behind: reconnect and read again")
-            return
-        for activity in arrived:
-            change = activity.change
-            if change is None:
-                continue
-            view = change.view
-            if view is None:  # too big to carry: read this one
-                stored = await intake.get(
-                    activity.project_id, change.workspace_id, activity.execution_id
-                )
-                view = ExecutionView.of(stored).model_dump(mode="json")
-            yield ServerSentEvent(event="change", data=view)
+    pushed = Pushed(watch, limits, opened, reconnect="reconnect and read again")
+    async with aclosing(pushed.batches()) as batches:
+        async for arrived in batches:
+            for activity in arrived:
+                change = activity.change
+                if change is None:
+                    continue
+                view = change.view
+                if view is None:  # too big to carry: read this one
+                    stored = await intake.get(
+                        activity.project_id, change.workspace_id, activity.execution_id
+                    )
+                    view = ExecutionView.of(stored).model_dump(mode="json")
+                yield ServerSentEvent(event="change", data=view)
+    yield pushed.closing
+
+
+@dataclass
+class Pushed:
+    """What the feed pushes to one stream, batch by batch, until the stream's lifetime is over,
+    its watch ended (the key was revoked, the gateway stops) or it fell behind; then
+    ``closing`` is the comment that tells the client why and how to go on (``reconnect``)."""
+
+    watch: Watch
+    limits: StreamLimits
+    opened: float
+    reconnect: str
+    closing: ServerSentEvent = field(init=False)
+
+    async def batches(self) -> AsyncGenerator[list[ExecutionActivity], None]:
+        while True:
+            left = self.limits.max_seconds - (self.limits.clock() - self.opened)
+            if left <= 0:
+                # Checked after a batch is sent whole: every event before the close carries
+                # its id, so the reconnect continues exactly after the last one.
+                self.closing = ServerSentEvent(comment=f"stream lifetime over: {self.reconnect}")
+                return
+            arrived = await self.watch.next(left)
+            if self.watch.ended is not None:
+                self.closing = ServerSentEvent(comment=self.watch.ended)
+                return
+            if self.watch.overflowed:
+                self.closing = ServerSentEvent(comment=f"fell behind: {self.reconnect}")
+                return
+            yield arrived
 
 
 async def stored_progress(

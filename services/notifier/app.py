@@ -21,18 +21,17 @@ from pydantic import Field, SecretStr
 from services.notifier.channels import Channel
 from services.notifier.delivery import Clock, Dispatcher
 from services.notifier.wiring import build_channels
-from shared import metrics, tracing
+from shared import tracing
 from shared.agents import AgentRegistry, load_registry
-from shared.background import background_hooks
 from shared.bus import ConsumerHost, EventPublisher, route
+from shared.consumer_app import consumer_app
 from shared.events import (
     ExecutionSuspended,
     ReviewDeadlineReached,
     utc_now,
 )
-from shared.health import health_hooks
 from shared.kafka_bus import KafkaBus
-from shared.logging import announce_started, configure_logging
+from shared.logging import configure_logging
 from shared.notifications.action_links import LinkMinter
 from shared.notifications.config import ChannelConfig, ChannelError, load_channels
 from shared.notifications.model import Delivery, Notification
@@ -221,27 +220,10 @@ def create_app(settings: NotifierSettings | None = None) -> FastStream:
     store = mongo_store(settings)
     dispatcher = register(bus, settings, bus.publisher, store)
     assert dispatcher is not None
-    lag = bus.lag_monitor()
-    start_loops, stop_loops = background_hooks(
-        lambda: dispatcher.run_forever(settings.notification_poll_seconds),
-        lambda: lag.run_forever(settings.metrics_poll_seconds),
-    )
-
-    async def start() -> None:
-        await store.ping()
-        await store.ensure_indexes()
-
-    async def stop() -> None:
-        await stop_loops()
-        await store.close()
-
-    health_start, health_stop = health_hooks(
-        settings, bus.broker.ping, store.ping, metrics=metrics.registry_of(SERVICE)
-    )
-    return FastStream(
-        bus.broker,
-        on_startup=[*health_start, start],
-        after_startup=[bus.start_consumers, start_loops, announce_started(SERVICE)],
-        on_shutdown=[bus.stop_consumers, stop],
-        after_shutdown=health_stop,
+    return consumer_app(
+        SERVICE,
+        settings,
+        bus,
+        store,
+        loops=(lambda: dispatcher.run_forever(settings.notification_poll_seconds),),
     )

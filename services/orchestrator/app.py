@@ -15,10 +15,9 @@ from services.orchestrator.deadlines import DeadlineSweeper
 from services.orchestrator.gauges import ExecutionGauges
 from services.orchestrator.handlers import Orchestrator
 from services.orchestrator.known import KnownExecutions
-from shared import metrics
 from shared.agents import load_registry
-from shared.background import background_hooks
 from shared.bus import ConsumerHost, E, EventPublisher, route
+from shared.consumer_app import consumer_app
 from shared.events import (
     CancelRequested,
     DecisionSubmitted,
@@ -27,9 +26,8 @@ from shared.events import (
     ExecutionSuspended,
     utc_now,
 )
-from shared.health import health_hooks
 from shared.kafka_bus import KafkaBus
-from shared.logging import announce_started, configure_logging
+from shared.logging import configure_logging
 from shared.settings import CommonSettings
 from shared.store.factory import mongo_store
 from shared.store.ports import Store
@@ -126,25 +124,14 @@ def create_app(settings: OrchestratorSettings | None = None) -> FastStream:
     orchestrator, sweeper = register(bus, settings, store, bus.publisher)
     abandoned = abandoned_requests(orchestrator, settings, store)
     gauges = ExecutionGauges(store.executions)
-    lag = bus.lag_monitor()
-    start_loops, stop_loops = background_hooks(
-        lambda: sweeper.run_forever(settings.deadline_poll_seconds),
-        lambda: abandoned.run_forever(settings.deadline_poll_seconds),
-        lambda: gauges.run_forever(settings.metrics_poll_seconds),
-        lambda: lag.run_forever(settings.metrics_poll_seconds),
-    )
-
-    async def start() -> None:
-        await store.ping()
-        await store.ensure_indexes()
-
-    health_start, health_stop = health_hooks(
-        settings, bus.broker.ping, store.ping, metrics=metrics.registry_of(SERVICE)
-    )
-    return FastStream(
-        bus.broker,
-        on_startup=[*health_start, start],
-        after_startup=[bus.start_consumers, start_loops, announce_started(SERVICE)],
-        on_shutdown=[bus.stop_consumers, stop_loops],
-        after_shutdown=[store.close, *health_stop],
+    return consumer_app(
+        SERVICE,
+        settings,
+        bus,
+        store,
+        loops=(
+            lambda: sweeper.run_forever(settings.deadline_poll_seconds),
+            lambda: abandoned.run_forever(settings.deadline_poll_seconds),
+            lambda: gauges.run_forever(settings.metrics_poll_seconds),
+        ),
     )

@@ -17,15 +17,13 @@ from services.sandbox.handlers import Sandbox
 from services.sandbox.mongo_checkpoints import AsyncMongoSaver
 from services.sandbox.progress import ProgressAnnouncer
 from services.sandbox.runner import AgentRunner, GraphCache
-from shared import metrics
 from shared.agents import load_registry
-from shared.background import background_hooks
 from shared.bus import ConsumerHost, EventPublisher, route
+from shared.consumer_app import consumer_app
 from shared.errors import RetryableError
 from shared.events import ExecutionDispatched
-from shared.health import health_hooks
 from shared.kafka_bus import KafkaBus
-from shared.logging import announce_started, configure_logging
+from shared.logging import configure_logging
 from shared.settings import CommonSettings
 from shared.store.factory import mongo_store
 from shared.store.ports import Store
@@ -149,28 +147,10 @@ def create_app(settings: SandboxSettings | None = None) -> FastStream:
 
     async def start() -> None:
         size_thread_pool(settings)
-        await store.ping()
-        await store.ensure_indexes()
         # On the store's own client: one pool, the same timeouts and command timing.
         checkpointer = AsyncMongoSaver(store.database)
         sandbox, graphs = build_sandbox(settings, store, publisher, checkpointer)
         await publish_agent_versions(graphs, store)
         late.sandbox = sandbox
 
-    async def stop() -> None:
-        await store.close()
-
-    lag = bus.lag_monitor()
-    start_loops, stop_loops = background_hooks(
-        lambda: lag.run_forever(settings.metrics_poll_seconds)
-    )
-    health_start, health_stop = health_hooks(
-        settings, bus.broker.ping, store.ping, metrics=metrics.registry_of(SERVICE)
-    )
-    return FastStream(
-        bus.broker,
-        on_startup=[*health_start, start],
-        after_startup=[bus.start_consumers, start_loops, announce_started(SERVICE)],
-        on_shutdown=[bus.stop_consumers, stop_loops],
-        after_shutdown=[stop, *health_stop],
-    )
+    return consumer_app(SERVICE, settings, bus, store, start=start)
