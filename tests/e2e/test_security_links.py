@@ -325,6 +325,20 @@ async def test_a_page_cursor_shows_a_confined_key_nothing_of_other_workspaces(
                 params["cursor"] = cursor
             return await client.get(f"/api/v1/projects/{PROJECT}/notifications", params=params)
 
+        # The list is ordered by last change, so a delivery still being sent moves to the end
+        # and would be paged twice: page once every delivery of ours has settled.
+        async def settled() -> list[str]:
+            response = await confined.get(f"/api/v1/projects/{PROJECT}/notifications")
+            items = response.json()["items"]
+            return [item["status"] for item in items]
+
+        await eventually(
+            settled,
+            lambda statuses: (
+                len(statuses) == 2 * len(mine) and all(status == "delivered" for status in statuses)
+            ),
+            what="both channels' deliveries of the confined key's executions",
+        )
         seen: list[str] = []
         cursors: list[str] = []
         cursor: str | None = None
