@@ -2,7 +2,9 @@
 
 Every API route depends on ``access(action, roles)``:
 
-1. no key, a malformed, unknown or revoked one -> 401 with ``WWW-Authenticate: Bearer``;
+1. no key, a malformed, unknown or revoked one -> 401 with ``WWW-Authenticate: Bearer``
+   (the key is read from ``Authorization: Bearer <key>``, else from ``X-API-Key``:
+   ``presented_secret``);
 2. a key of another project, or of a workspace it may not touch -> 404, the same answer as a
    missing execution, so a key learns nothing about what exists elsewhere;
 3. a role that may not do this -> 403 naming the roles that may.
@@ -38,7 +40,7 @@ from shared.store.api_keys import DEVELOPMENT_KEY_ID, ApiKey, ApiKeys, Role, aut
 
 IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 
-# Declares the scheme in the OpenAPI document; the header itself is read by ``bearer_secret``,
+# Declares the scheme in the OpenAPI document; the header itself is read by ``presented_secret``,
 # the one parser the rate limit and ``access`` share.
 bearer = HTTPBearer(auto_error=False, description="An Interlock API key: `Bearer ilk_...`")
 
@@ -59,6 +61,20 @@ def bearer_secret(authorization: str | None) -> str | None:
     if len(parts) != 2 or parts[0].lower() != "bearer":
         return None
     return parts[1].strip() or None
+
+
+API_KEY_HEADER = "x-api-key"
+"""The other header a key may come in: the one LangGraph's client (``langgraph-sdk``) sends."""
+
+
+def presented_secret(headers: Headers) -> str | None:
+    """The key a request presents: ``Authorization: Bearer <key>``, else ``X-API-Key: <key>``.
+    When both are sent the ``Authorization`` one counts, so adding the other header can never
+    change which key a request is charged to or authorised as."""
+    bearer = bearer_secret(headers.get("authorization"))
+    if bearer is not None:
+        return bearer
+    return headers.get(API_KEY_HEADER, "").strip() or None
 
 
 class GatewayKeys:
@@ -127,7 +143,7 @@ async def request_key(keys: ApiKeys, scope: Scope) -> ApiKey | None:
     cached = state.get(_AUTHENTICATED)
     if isinstance(cached, _Authenticated):
         return cached.key
-    secret = bearer_secret(Headers(scope=scope).get("authorization"))
+    secret = presented_secret(Headers(scope=scope))
     key = None if secret is None else await authenticate(keys, secret)
     state[_AUTHENTICATED] = _Authenticated(key)
     return key
@@ -159,8 +175,10 @@ def access(keys: ApiKeys, action: str, roles: tuple[Role, ...]) -> Callable[...,
     ) -> ApiKey:
         key = await request_key(keys, request.scope)
         if key is None:
-            if bearer_secret(request.headers.get("authorization")) is None:
-                raise _unauthenticated("send an API key: Authorization: Bearer <key>")
+            if presented_secret(request.headers) is None:
+                raise _unauthenticated(
+                    "send an API key: Authorization: Bearer <key> (or X-API-Key: <key>)"
+                )
             raise _unauthenticated("the API key is not valid (unknown, malformed or revoked)")
         project_id = request.path_params.get("project_id", "")
         workspace_id = request.path_params.get("workspace_id") or request.query_params.get(

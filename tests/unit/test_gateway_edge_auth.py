@@ -17,11 +17,17 @@ import httpx
 import pytest
 from fastapi import FastAPI
 from pydantic import ValidationError
+from starlette.datastructures import Headers
 from structlog.testing import capture_logs
 
 from services.gateway import app as gateway_app
 from services.gateway.app import GatewaySettings, create_app
-from services.gateway.auth import GatewayKeys, bearer_secret, warn_if_development_key_present
+from services.gateway.auth import (
+    GatewayKeys,
+    bearer_secret,
+    presented_secret,
+    warn_if_development_key_present,
+)
 from shared.crypto import new_key_entry
 from shared.store.api_keys import DEVELOPMENT_KEY_ID, ApiKey, ApiKeys, Role, create_key
 from tests.unit.inprocess import World
@@ -123,6 +129,43 @@ def test_the_bearer_credential_is_parsed_leniently_and_only_as_bearer(
     value: str | None, secret: str | None
 ) -> None:
     assert bearer_secret(value) == secret
+
+
+@pytest.mark.parametrize(
+    ("headers", "secret"),
+    [
+        ({"X-API-Key": "ilk_x"}, "ilk_x"),
+        ({"x-api-key": "  ilk_x "}, "ilk_x"),
+        ({"X-API-Key": "   "}, None),
+        ({"Authorization": "Bearer ilk_a", "X-API-Key": "ilk_b"}, "ilk_a"),
+        ({"Authorization": "Basic ilk_a", "X-API-Key": "ilk_b"}, "ilk_b"),
+        ({}, None),
+    ],
+    ids=["header", "spaced", "blank", "bearer-wins", "non-bearer-authorization", "none"],
+)
+def test_a_key_may_come_as_x_api_key_and_a_bearer_one_wins(
+    headers: dict[str, str], secret: str | None
+) -> None:
+    assert presented_secret(Headers(headers)) == secret
+
+
+async def test_the_langgraph_clients_x_api_key_authenticates_like_a_bearer_key(
+    world: World, monkeypatch: pytest.MonkeyPatch, counted: CountingKeys
+) -> None:
+    app, _ = gateway(world, monkeypatch, rate_limit_per_second=0.001, rate_limit_burst=3)
+    secret = await owner_key(world)
+    async with client(app) as http:
+        listed = await http.get(
+            AGENTS, params={"workspace_id": "w1"}, headers={"X-API-Key": secret}
+        )
+        assert listed.status_code == 200, listed.text
+        assert len(counted.reads) == 1  # read once for the rate limit and the route together
+        wrong = await http.get(AGENTS, headers={"X-API-Key": secret[:-1] + "0"})
+        problem(wrong, 401, "unauthenticated")
+        # One key, one bucket (a burst of 3), whichever header carries it: the X-API-Key request
+        # spent the first token (the wrong key's was charged to the address).
+        codes = [(await agents(http, f"Bearer {secret}")).status_code for _ in range(3)]
+        assert codes == [200, 200, 429]
 
 
 # --- rate limits that hold ----------------------------------------------------------------------
