@@ -63,6 +63,38 @@ async def test_no_bad_or_revoked_key_is_401_with_www_authenticate(
     await member.client.aclose()
 
 
+async def test_a_key_sent_as_x_api_key_runs_a_review_like_a_bearer_key(
+    api: Api, cluster: Cluster
+) -> None:
+    """The header LangGraph's client sends: the same key, the same roles, the same 401."""
+    owner_secret = await cluster.key(PROJECT, "PROJECT_OWNER")
+    reader_secret = await cluster.key(PROJECT, "PROJECT_READ_ONLY")
+
+    def keyed(secret: str) -> Api:
+        client = httpx.AsyncClient(
+            base_url=str(api.client.base_url), timeout=20, headers={"X-API-Key": secret}
+        )
+        return Api(client, api.project, api.workspace)
+
+    owner, reader, forged = (
+        keyed(owner_secret),
+        keyed(reader_secret),
+        keyed("ilk_0123456789abcdef_forged-secret-value-000000000"),
+    )
+    try:
+        execution_id = (await owner.start_suspended())["execution_id"]
+        assert (await reader.get(execution_id)).json()["status"] == "suspended"
+        problem(await reader.resume(execution_id, {"decision": "approve"}), 403, "forbidden-role")
+        assert (await owner.resume(execution_id, {"decision": "approve"})).status_code == 202
+        await owner.wait_for(execution_id, "completed")
+        response = await forged.get(execution_id)
+        problem(response, 401, "unauthenticated")
+        assert response.headers["www-authenticate"].startswith("Bearer")
+    finally:
+        for caller in (owner, reader, forged):
+            await caller.client.aclose()
+
+
 async def test_each_endpoint_demands_its_role(api: Api, cluster: Cluster) -> None:
     execution_id = (await api.start_suspended())["execution_id"]
     reader = as_key(api, await cluster.key(PROJECT, "PROJECT_READ_ONLY"))
