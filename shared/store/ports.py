@@ -18,6 +18,7 @@ from shared.store.attempts import AttemptLedger
 from shared.store.links import SpentLinks
 from shared.store.notifications import NotificationStore
 from shared.store.progress import ProgressLog
+from shared.store.threads import ThreadStore
 
 
 @dataclass(frozen=True)
@@ -186,6 +187,9 @@ class Store(Protocol):
 
     @property
     def notifications(self) -> NotificationStore: ...
+
+    @property
+    def threads(self) -> ThreadStore: ...
 
     async def ensure_indexes(self) -> None: ...
 

@@ -15,6 +15,7 @@ from shared.store.memory.attempts import InMemoryAttemptLedger
 from shared.store.memory.links import InMemorySpentLinks
 from shared.store.memory.notifications import InMemoryNotifications
 from shared.store.memory.progress import InMemoryProgressLog
+from shared.store.memory.threads import InMemoryThreads
 from shared.store.ports import Claim, Page, StepRecord
 
 
@@ -128,6 +129,7 @@ class InMemoryStore:
         self.spent_links = InMemorySpentLinks()
         self.progress = InMemoryProgressLog()
         self.notifications = InMemoryNotifications()
+        self.threads = InMemoryThreads()
 
     async def ensure_indexes(self) -> None:
         return None

@@ -18,6 +18,7 @@ from shared.store.mongo.links import MongoSpentLinks
 from shared.store.mongo.notifications import MongoNotifications
 from shared.store.mongo.progress import MongoProgressLog
 from shared.store.mongo.steps import MongoStepStore
+from shared.store.mongo.threads import MongoThreads
 from shared.store.mongo.watch import CommandWatch, ConnectionWatch
 
 Document = dict[str, Any]
@@ -38,6 +39,7 @@ class MongoStore:
         self.spent_links = MongoSpentLinks(database)
         self.progress = MongoProgressLog(database)
         self.notifications = MongoNotifications(database)
+        self.threads = MongoThreads(database)
 
     @classmethod
     def connect(
@@ -78,6 +80,7 @@ class MongoStore:
         await self.approvals.ensure_indexes()
         await self.progress.ensure_indexes()
         await self.notifications.ensure_indexes()
+        await self.threads.ensure_indexes()
 
     async def ping(self) -> None:
         try:

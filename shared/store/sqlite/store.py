@@ -13,6 +13,7 @@ from shared.store.sqlite import (
     notifications,
     progress,
     steps,
+    threads,
 )
 from shared.store.sqlite.database import BUSY_TIMEOUT_MS, Database
 
@@ -33,6 +34,7 @@ class SqliteStore:
         self.spent_links = links.SqliteSpentLinks(database)
         self.progress = progress.SqliteProgressLog(database)
         self.notifications = notifications.SqliteNotifications(database)
+        self.threads = threads.SqliteThreads(database)
 
     @classmethod
     def connect(cls, path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> SqliteStore:
@@ -61,6 +63,7 @@ class SqliteStore:
                     links,
                     progress,
                     notifications,
+                    threads,
                 )
             )
             + f"\nPRAGMA user_version = {SCHEMA_VERSION};"
