@@ -317,6 +317,10 @@ class ExecutionSuspended(ExecutionScope):
     """What each pending interrupt asks of a reviewer (one decision, or decisions on actions)."""
     tools: dict[str, ToolRule] = Field(default_factory=dict)
     """The agent's tools and their review policies, to check edits that rename a call."""
+    values: JsonObject | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The graph's state values when it suspended, as JSON; None when they are larger than a
+    bound or not an object. Left out of the message when None, so suspensions without it are
+    unchanged."""
 
 
 class ReportOutcome(StrEnum):

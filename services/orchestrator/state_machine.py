@@ -145,6 +145,8 @@ def on_suspended(
         reviews=event.reviews,
         tools=event.tools,
         deadlines=deadlines,
+        interrupts=event.interrupts,
+        values=event.values,
     )
     walk.to(
         S.SUSPENDED,

@@ -135,7 +135,11 @@ class Sandbox:
     ) -> None:
         match outcome:
             case Suspended(
-                interrupts=interrupts, agent_fingerprint=fingerprint, reviews=reviews, tools=tools
+                interrupts=interrupts,
+                agent_fingerprint=fingerprint,
+                reviews=reviews,
+                tools=tools,
+                values=values,
             ):
                 context, allowed = review_view(interrupts, reviews)
                 event = ExecutionSuspended(
@@ -149,6 +153,7 @@ class Sandbox:
                     agent_fingerprint=fingerprint,
                     reviews=reviews,
                     tools=tools,
+                    values=values,
                     **common,
                 )
                 await self._publisher.publish(

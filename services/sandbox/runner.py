@@ -22,12 +22,14 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
+import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import structlog
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import StateGraph
 from langgraph.pregel import Pregel
@@ -64,6 +66,8 @@ from shared.store.progress import ProgressLog
 
 Graph = Pregel[Any, Any, Any, Any]
 
+log = structlog.get_logger(__name__)
+
 
 FENCE_RECHECK_SECONDS = 2.0
 """Before storing a step or a checkpoint, a check that the attempt is current made this recently
@@ -80,6 +84,8 @@ class Suspended:
     agent_fingerprint: str | None = None
     reviews: list[InterruptReview] = field(default_factory=list)
     tools: dict[str, ToolRule] = field(default_factory=dict)
+    values: dict[str, Any] | None = None
+    """The graph's state values as JSON, or None (too large, or not an object)."""
 
 
 @dataclass(frozen=True)
@@ -413,8 +419,28 @@ def _outcome_of(snapshot: StateSnapshot, agent: LoadedAgent) -> RunOutcome:
     if snapshot.interrupts:
         interrupts = pending_interrupts(snapshot)
         reviews = interrupt_reviews(interrupts, agent.tools)
-        return Suspended(interrupts, agent.fingerprint, reviews, agent.tools)
+        values = _suspended_values(snapshot)
+        return Suspended(interrupts, agent.fingerprint, reviews, agent.tools, values)
     if snapshot.next:
         # Stopped without an interrupt but with work left: only a bug in the graph does this.
         return Failed("Incomplete", f"graph stopped before {list(snapshot.next)} without interrupt")
     return Completed(to_jsonable(snapshot.values))
+
+
+MAX_SUSPENDED_VALUES_BYTES = 256 * 1024
+"""Beyond this a suspension goes without its state values: ``execution.suspended`` carries
+them, and so does every later write of the execution document while it waits (each version in
+the store's log is a whole copy; MongoDB caps a document at 16 MiB)."""
+
+
+def _suspended_values(snapshot: StateSnapshot) -> dict[str, Any] | None:
+    """The state values a suspension records: the JSON a completed run stores as its result,
+    when that is an object within ``MAX_SUSPENDED_VALUES_BYTES``."""
+    values = to_jsonable(snapshot.values)
+    if not isinstance(values, dict):
+        return None
+    size = len(json.dumps(values, ensure_ascii=False, separators=(",", ":")).encode())
+    if size > MAX_SUSPENDED_VALUES_BYTES:
+        log.warning("suspension.values_too_large", bytes=size, max_bytes=MAX_SUSPENDED_VALUES_BYTES)
+        return None
+    return values

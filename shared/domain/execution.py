@@ -18,6 +18,7 @@ from shared.events import (
     ExecutionRequested,
     ExecutionStatus,
     InterruptReview,
+    PendingInterrupt,
     ToolRule,
     utc_now,
 )
@@ -43,6 +44,12 @@ class Suspension(BaseModel):
     tools: dict[str, ToolRule] = Field(default_factory=dict)
     deadlines: Deadlines | None = None
     """When to remind, escalate and expire, as absolute times (shared/domain/deadlines.py)."""
+    interrupts: list[PendingInterrupt] = Field(default_factory=list)
+    """The interrupts' raw values, in the order the graph reported them (``suspend_context`` is
+    the reviewers' view of them). Empty for suspensions stored before it was recorded."""
+    values: dict[str, Any] | None = None
+    """The graph's state values when it suspended, as JSON; None when the sandbox did not send
+    them (too large, not an object) or for suspensions stored before they were recorded."""
 
 
 class Decision(BaseModel):

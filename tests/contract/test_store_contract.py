@@ -10,6 +10,7 @@ import pytest
 from shared.domain.deadlines import DeadlineKind, Deadlines
 from shared.domain.execution import Execution, ExecutionStatus
 from shared.domain.versions import AgentVersion
+from shared.events import PendingInterrupt
 from shared.store.cursor import InvalidCursor
 from shared.store.ports import Claim, Store
 from tests import factories as f
@@ -35,6 +36,32 @@ async def test_get_round_trips_exactly_and_is_scoped_by_project(store: Store) ->
     assert await store.executions.get("proj-1", "exec-b") == execution
     assert await store.executions.get("other-project", "exec-b") is None
     assert await store.executions.get("proj-1", "missing") is None
+
+
+async def test_a_suspensions_state_values_and_interrupts_round_trip(store: Store) -> None:
+    execution = f.suspended("exec-values")
+    assert execution.suspension is not None
+    weird = {"a.b": 1, "$x": {"c.d": [None, 2.5]}, "ünï": "çødé"}
+    suspension = execution.suspension.model_copy(
+        update={
+            # The graph's state and what it interrupted with are agent data: keys some servers
+            # refuse as document keys must survive, on the first write and on a replace.
+            "values": {**weird, "messages": [{"role": "user", "content": "CLM-4821"}]},
+            "interrupts": [
+                PendingInterrupt(interrupt_id="int-1", value=weird),
+                PendingInterrupt(interrupt_id="int-2", value="plain text"),
+            ],
+        }
+    )
+    with_values = execution.model_copy(update={"suspension": suspension})
+    created, _ = await store.executions.create(with_values)
+    assert await store.executions.get("proj-1", "exec-values") == with_values
+    replaced = await store.executions.replace(
+        created, created.model_copy(update={"requested_by": "someone"})
+    )
+    assert replaced is not None
+    stored = await store.executions.get("proj-1", "exec-values")
+    assert stored == replaced and stored.suspension == suspension
 
 
 async def test_replace_is_a_compare_and_set_on_version(store: Store) -> None:

@@ -46,6 +46,7 @@ EXPECTED: dict[str, type[BaseModel]] = {
     "execution.dispatched.v1.start.json": ExecutionDispatched,
     "execution.dispatched.v1.resume.json": ExecutionDispatched,
     "execution.suspended.v1.json": ExecutionSuspended,
+    "execution.suspended.v1.values.json": ExecutionSuspended,
     "execution.reported.v1.started.json": ExecutionReported,
     "execution.reported.v1.started-without-headers.json": ExecutionReported,
     "execution.reported.v1.completed.json": ExecutionReported,
@@ -158,6 +159,16 @@ def test_a_started_report_says_when_the_custom_headers_did_not_open() -> None:
     plain = _decode("execution.reported.v1.started.json")
     assert isinstance(plain, ExecutionReported) and plain.custom_headers_unreadable is None
     assert "custom_headers_unreadable" not in json.loads(encode_event(plain))
+
+
+def test_a_suspension_carries_the_graphs_state_values_when_it_has_them() -> None:
+    with_values = _decode("execution.suspended.v1.values.json")
+    assert isinstance(with_values, ExecutionSuspended) and with_values.values is not None
+    assert with_values.values["claim_id"] == "CLM-4821"
+    # Optional and left out when None: every suspension without it is as it was published before.
+    plain = _decode("execution.suspended.v1.json")
+    assert isinstance(plain, ExecutionSuspended) and plain.values is None
+    assert "values" not in json.loads(encode_event(plain))
 
 
 def test_dead_letter_fixture_holds_the_original_message() -> None:

@@ -40,6 +40,17 @@ async def test_refund_is_suspended_then_approved(world: World) -> None:
     assert done.decisions[0].reviewer == "reviewer-1"
 
 
+async def test_the_stored_suspension_has_the_graphs_state_and_raw_interrupts(world: World) -> None:
+    started = await world.invoke("refund-approval", "Refund claim CLM-4821")
+    suspension = (await world.execution(started.execution_id)).suspension
+    assert suspension is not None and suspension.values is not None
+    assert suspension.values["claim_id"] == "CLM-4821"
+    assert suspension.values["messages"] == [{"role": "user", "content": "Refund claim CLM-4821"}]
+    [interrupt] = suspension.interrupts
+    assert interrupt.interrupt_id == suspension.interrupt_ids[0]
+    assert interrupt.value == suspension.suspend_context
+
+
 async def test_gateway_rules_hold_without_infrastructure(world: World) -> None:
     started = await world.invoke("refund-approval", "Refund claim CLM-4821")
     with pytest.raises(DecisionNotAllowed):

@@ -12,17 +12,27 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 from pymongo.errors import AutoReconnect
+from structlog.testing import capture_logs
 
 from interlock.sdk.runtime import StepRun, step_run
 from services.orchestrator import state_machine as sm
 from services.sandbox.checkpointer import GuardedSaver
-from services.sandbox.runner import AgentRunner, Completed, Failed, GraphCache, Refused, Suspended
+from services.sandbox.runner import (
+    MAX_SUSPENDED_VALUES_BYTES,
+    AgentRunner,
+    Completed,
+    Failed,
+    GraphCache,
+    Refused,
+    Suspended,
+)
 from services.sandbox.tools import make_tools_durable
 from shared.agents import load_registry
 from shared.domain.execution import ExecutionStatus
 from shared.errors import Fenced
 from shared.events import (
     AgentInput,
+    ChatMessage,
     DispatchKind,
     ExecutionDispatched,
     ExecutionFailure,
@@ -168,6 +178,39 @@ async def test_resume_under_other_agent_code_is_refused_unless_declared_compatib
         assert "v1" in result.message and "v2" in result.message
 
 
+async def test_a_suspension_carries_the_graphs_state_values_as_json(tmp_path: Path) -> None:
+    store = InMemoryStore()
+    outcome, _ = await runner_for(tmp_path, "", store).run(start())
+    assert isinstance(outcome, Suspended)
+    # The conversion a completed run's result gets: messages as role and content.
+    assert outcome.values == {
+        "messages": [{"role": "user", "content": "CLM-4821"}],
+        "claim_id": "CLM-4821",
+        "claim": {"order_id": "98765", "amount": 240, "currency": "USD"},
+    }
+    # The interrupt's raw value, as the graph gave it.
+    [interrupt] = outcome.interrupts
+    assert interrupt.value["task_description"] == "Approve refund of $240 for order #98765"
+
+
+async def test_a_suspension_goes_without_state_values_too_large_to_carry(
+    tmp_path: Path,
+) -> None:
+    store = InMemoryStore()
+    # A message may have 100,000 characters: the state grows past the bound over several.
+    filler = [ChatMessage(content="x" * 100_000) for _ in range(3)]
+    assert MAX_SUSPENDED_VALUES_BYTES < 3 * 100_000
+    conversation = AgentInput(messages=[*filler, ChatMessage(content="CLM-4821")])
+    big = start().model_copy(update={"input": conversation})
+    with capture_logs() as logs:
+        outcome, _ = await runner_for(tmp_path, "", store).run(big)
+    assert isinstance(outcome, Suspended) and outcome.values is None
+    assert outcome.interrupts[0].value["claim_id"] == "CLM-4821"
+    [warning] = [e for e in logs if e["event"] == "suspension.values_too_large"]
+    assert warning["log_level"] == "warning"
+    assert warning["bytes"] > warning["max_bytes"] == MAX_SUSPENDED_VALUES_BYTES
+
+
 async def test_a_superseded_attempt_is_fenced(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -198,6 +241,7 @@ def test_a_refused_resume_suspends_again_as_a_new_suspension() -> None:
     assert again.suspension is not None and again.suspension.suspension_id == 2
     assert suspended.suspension is not None
     assert again.suspension.interrupt_ids == suspended.suspension.interrupt_ids
+    assert again.suspension.interrupts == suspended.suspension.interrupts
     assert outcome.transitions[0].reason == "code changed: v1 -> v2"
     # A stale refusal (another epoch) changes nothing.
     stale = refusal.model_copy(update={"epoch": 1})

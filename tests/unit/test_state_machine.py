@@ -4,8 +4,9 @@ import pytest
 
 from services.orchestrator import state_machine as sm
 from shared.domain.decisions import DecisionNotAllowed, NotSuspended
+from shared.domain.execution import Execution
 from shared.domain.execution import ExecutionStatus as S
-from shared.events import DispatchKind, ExecutionFailure, ReportOutcome
+from shared.events import DispatchKind, ExecutionFailure, PendingInterrupt, ReportOutcome
 from tests import factories as f
 
 
@@ -60,6 +61,34 @@ def test_full_lifecycle_with_one_suspension() -> None:
         (S.RESUMING, S.RUNNING),
         (S.RUNNING, S.COMPLETED),
     ]
+
+
+def test_the_stored_suspension_keeps_the_raw_interrupts_and_the_state_values() -> None:
+    execution = dispatched()
+    interrupts = [
+        PendingInterrupt(interrupt_id="int-a", value="Send the refund?"),
+        PendingInterrupt(interrupt_id="int-b", value={"claim_id": "CLM-4821"}),
+    ]
+    values = {"messages": [{"role": "user", "content": "CLM-4821"}], "claim_id": "CLM-4821"}
+    event = f.suspended_event(execution).model_copy(
+        update={"interrupts": interrupts, "values": values}
+    )
+    suspension = sm.on_suspended(execution, event).execution.suspension
+    assert suspension is not None
+    # As the graph reported them: neither wrapped (suspend_context's view) nor reordered.
+    assert suspension.interrupts == interrupts
+    assert suspension.interrupt_ids == ["int-a", "int-b"]
+    assert suspension.values == values
+
+
+def test_a_suspension_stored_before_interrupts_and_values_were_recorded_still_loads() -> None:
+    stored = f.suspended().model_dump(mode="json")
+    assert stored["suspension"] is not None
+    del stored["suspension"]["interrupts"], stored["suspension"]["values"]
+    old = Execution.model_validate(stored)
+    assert old.suspension is not None
+    assert (old.suspension.interrupts, old.suspension.values) == ([], None)
+    assert old.suspension.interrupt_ids == ["int-1"]
 
 
 def test_suspension_seen_before_its_started_report_implies_running() -> None:
