@@ -21,6 +21,7 @@ from bench.run import (
     measure_history,
     measure_idle_streams,
     measure_latency,
+    measure_sdk,
     scratch,
     write,
 )
@@ -88,6 +89,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="STREAMS",
         help="only the idle streams' cost on one gateway, with STREAMS streams (default: the"
         " mode's); JSON to --out or bench/results/idle-streams/, the page untouched",
+    )
+    parser.add_argument(
+        "--sdk-only",
+        action="store_true",
+        help="only section 12 (one langgraph-sdk workload on Interlock and on LangGraph's Agent"
+        " Server) at the mode's sizes; JSON to --out or bench/results/sdk/, the page untouched",
     )
     parser.add_argument(
         "--idle-streams-window",
@@ -164,6 +171,17 @@ def _idle_streams_only(
     log(f"wrote {path}")
 
 
+def _sdk_only(session: Session, out: Path | None) -> None:
+    s = session
+    result = asyncio.run(measure_sdk(s.mode, kafka=s.kafka, mongodb=s.mongodb, workdir=s.workdir))
+    folder = out or REPO / "bench" / "results" / "sdk"
+    path = folder / f"sdk-{s.mode.name}.json"
+    _write_json(path, result["summary"])
+    (folder / f"sdk-{s.mode.name}.raw.json").write_text(json.dumps(result["raw"]) + "\n")
+    print(json.dumps(result["summary"]["sdk_workload"]["ratios"], indent=2, sort_keys=True))
+    log(f"wrote {path} (and its .raw.json)")
+
+
 def _every_figure(session: Session, out: Path | None, docs: Path | None) -> None:
     s = session
     result = asyncio.run(measure(s.mode, kafka=s.kafka, mongodb=s.mongodb, workdir=s.workdir))
@@ -202,6 +220,8 @@ def main() -> None:
         _latency_only(session, args.latency_only, args.out)
     elif args.idle_streams_only is not None:
         _idle_streams_only(session, args.idle_streams_only, args.idle_streams_window, args.out)
+    elif args.sdk_only:
+        _sdk_only(session, args.out)
     else:
         _every_figure(session, args.out, args.docs)
 

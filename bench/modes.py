@@ -54,6 +54,17 @@ class Mode:
     figure, and a few thousand messages pass through its buffer while the backlog waits."""
     backlog_drain_seconds: float = 10.0
     """How long it is watched once the backlog is published (draining it in part)."""
+    sdk_sequential: int = 8
+    """Section 12 (one ``langgraph-sdk`` workload on Interlock and LangGraph's Agent Server):
+    executions one after another, for each half's latency. The Agent Server's queue polls every
+    0.5 s, so each of its executions takes about 2 s, whatever the sizes: 8 give each half's p50
+    (and slowest) in ~16 s. Quick mode was at 525-570 s before this section; its sizes keep the
+    section near 30 s a server, so the mode stays (narrowly) under 10 minutes."""
+    sdk_concurrent: int = 40
+    """Executions of its concurrent run (4 rounds of 10: ~9 s on the Agent Server)..."""
+    sdk_in_flight: int = 10
+    """...with this many in flight at once (and the Agent Server given as many workers, so its
+    worker count is not what binds)."""
 
 
 SMOKE = Mode(
@@ -78,6 +89,9 @@ SMOKE = Mode(
     concurrency_count=40,
     backlog_messages=2_000,
     backlog_drain_seconds=3,
+    sdk_sequential=2,
+    sdk_concurrent=4,
+    sdk_in_flight=2,
 )
 QUICK = Mode(
     name="quick",
@@ -124,5 +138,8 @@ FULL = Mode(
     concurrency_count=1_000,
     backlog_messages=100_000,
     backlog_drain_seconds=60,
+    sdk_sequential=100,
+    sdk_concurrent=500,
+    sdk_in_flight=20,
 )
 MODES = {m.name: m for m in (SMOKE, QUICK, FULL)}

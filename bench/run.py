@@ -22,6 +22,7 @@ from bench import (
     idle_streams,
     machine,
     profile,
+    sdk_figure,
 )
 from bench.load import fetch_stamps, open_loop
 from bench.modes import Mode
@@ -103,6 +104,8 @@ async def _distributed(
                     out["profile"] = await _profile(target, mode, workdir, saturated)
                 log(f"figure 3: replay with {mode.replay_steps} cached steps")
                 out["replay"] = await figures.replay(target, mode, raw)
+                if mode.peers:  # its peer, the Agent Server, is measured with the others
+                    out["sdk_workload"] = await sdk_figure.interlock(target, mode, raw, log)
         log(f"figure 4: {mode.idle_count} executions held suspended")
         out["idle"] = await figures.idle(target, mode, mode.saturation_rate, raw)
         out["processes"] = sorted(target.pids())
@@ -346,6 +349,34 @@ async def measure_latency(
     return out
 
 
+async def measure_sdk(mode: Mode, *, kafka: str, mongodb: str, workdir: Path) -> dict[str, Any]:
+    """Section 12 alone (``python -m bench --sdk-only``): the ``langgraph-sdk`` workload on
+    Interlock (separate processes, 1 sandbox) and on LangGraph's Agent Server; and the raw
+    timings."""
+    raw: list[Any] = []
+    summary: dict[str, Any] = {
+        "mode": mode.name,
+        "machine": machine.describe(REPO / ".infra"),
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    target = Distributed(
+        kafka=kafka, mongodb=mongodb, workdir=workdir / "sdk", partitions=PARTITIONS
+    )
+    await asyncio.to_thread((workdir / "sdk").mkdir, parents=True, exist_ok=True)
+    try:
+        log("section 12: starting gateway, orchestrator, notifier, 1 sandbox")
+        await target.start(sandboxes=1)
+        await _warm_up(target)
+        ours = await sdk_figure.interlock(target, mode, raw, log)
+    finally:
+        target.stop()
+        await target.drop()
+    peer = await sdk_figure.agent_server_peer(mode, workdir / "agent-server", raw, log)
+    summary["sdk_workload"] = sdk_figure.figure(mode, ours, peer)
+    summary["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    return {"summary": summary, "raw": raw}
+
+
 async def measure(mode: Mode, *, kafka: str, mongodb: str, workdir: Path) -> dict[str, Any]:
     began = time.time()
     raw: list[Any] = []
@@ -385,6 +416,9 @@ async def measure(mode: Mode, *, kafka: str, mongodb: str, workdir: Path) -> dic
             figures_out["peers"][kind] = await figures.peer(
                 kind, mode, rate, workdir / "peers", mongodb, raw
             )
+        agent_server = await sdk_figure.agent_server_peer(mode, workdir / "agent-server", raw, log)
+        ours = figures_out["distributed"].pop("sdk_workload", None)
+        figures_out["sdk_workload"] = sdk_figure.figure(mode, ours, agent_server)
     summary["figures"] = figures_out
     summary["ratios"] = goals.ratios(figures_out)
     summary["targets"] = goals.evaluate(figures_out)

@@ -84,6 +84,12 @@ class Distributed:
     def client(self) -> BenchClient:
         return BenchClient(self.cluster.base_url, self._key, project=PROJECT, workspace=WORKSPACE)
 
+    def langgraph_endpoint(self) -> tuple[str, str]:
+        """The base URL ``langgraph-sdk`` is given for the gateway's LangGraph routes (the
+        bench workspace), and the key it sends."""
+        url = f"{self.cluster.base_url}/langgraph/projects/{PROJECT}/workspaces/{WORKSPACE}"
+        return url, self._key
+
     def watcher(self, client: BenchClient) -> Watcher:
         topic = f"{self.cluster.topic_prefix}execution.status"
         return KafkaStatusWatcher(self.kafka, topic, self.partitions)
