@@ -321,6 +321,9 @@ class ExecutionSuspended(ExecutionScope):
     """The graph's state values when it suspended, as JSON; None when they are larger than a
     bound or not an object. Left out of the message when None, so suspensions without it are
     unchanged."""
+    next: list[str] = Field(default_factory=list, max_length=100, exclude_if=lambda v: not v)
+    """The nodes that run when the graph resumes (LangGraph's ``StateSnapshot.next``). Left out
+    of the message when empty."""
 
 
 class ReportOutcome(StrEnum):

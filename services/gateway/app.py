@@ -22,6 +22,8 @@ from services.gateway.cursors import PageCursors
 from services.gateway.feed import ExecutionFeed
 from services.gateway.http_metrics import HttpMetricsMiddleware
 from services.gateway.intake import Intake
+from services.gateway.langgraph.routes import build_langgraph_router
+from services.gateway.langgraph.service import LangGraphService
 from services.gateway.limits import install_limits
 from services.gateway.notifications import build_notifications_router
 from services.gateway.problems import install_problem_handlers
@@ -288,6 +290,9 @@ def install_routes(
     )
     install_stream(app, intake, keys, feed, limits=stream_limits)
     app.include_router(build_notifications_router(store.notifications, keys, cursors))
+    # langgraph-sdk's client speaks to this one (services/gateway/langgraph/).
+    langgraph = LangGraphService(intake, store, feed)
+    app.include_router(build_langgraph_router(langgraph, registry, keys))
     # In development the review page offers the development key's project (never the key).
     dev_sign_in = SignInDefaults(DEV_PROJECT) if settings.environment == "development" else None
     install_review_page(app, sign_in=dev_sign_in)

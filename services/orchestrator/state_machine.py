@@ -147,6 +147,7 @@ def on_suspended(
         deadlines=deadlines,
         interrupts=event.interrupts,
         values=event.values,
+        next=event.next,
     )
     walk.to(
         S.SUSPENDED,

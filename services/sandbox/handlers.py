@@ -140,6 +140,7 @@ class Sandbox:
                 reviews=reviews,
                 tools=tools,
                 values=values,
+                next=waiting,
             ):
                 context, allowed = review_view(interrupts, reviews)
                 event = ExecutionSuspended(
@@ -154,6 +155,7 @@ class Sandbox:
                     reviews=reviews,
                     tools=tools,
                     values=values,
+                    next=waiting,
                     **common,
                 )
                 await self._publisher.publish(

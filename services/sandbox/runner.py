@@ -86,6 +86,8 @@ class Suspended:
     tools: dict[str, ToolRule] = field(default_factory=dict)
     values: dict[str, Any] | None = None
     """The graph's state values as JSON, or None (too large, or not an object)."""
+    next: list[str] = field(default_factory=list)
+    """The nodes that run when the graph resumes (LangGraph's ``StateSnapshot.next``)."""
 
 
 @dataclass(frozen=True)
@@ -420,7 +422,9 @@ def _outcome_of(snapshot: StateSnapshot, agent: LoadedAgent) -> RunOutcome:
         interrupts = pending_interrupts(snapshot)
         reviews = interrupt_reviews(interrupts, agent.tools)
         values = _suspended_values(snapshot)
-        return Suspended(interrupts, agent.fingerprint, reviews, agent.tools, values)
+        return Suspended(
+            interrupts, agent.fingerprint, reviews, agent.tools, values, list(snapshot.next)
+        )
     if snapshot.next:
         # Stopped without an interrupt but with work left: only a bug in the graph does this.
         return Failed("Incomplete", f"graph stopped before {list(snapshot.next)} without interrupt")

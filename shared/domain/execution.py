@@ -50,6 +50,8 @@ class Suspension(BaseModel):
     values: dict[str, Any] | None = None
     """The graph's state values when it suspended, as JSON; None when the sandbox did not send
     them (too large, not an object) or for suspensions stored before they were recorded."""
+    next: list[str] = Field(default_factory=list)
+    """The nodes that run when the graph resumes, as LangGraph's thread state shows them."""
 
 
 class Decision(BaseModel):

@@ -191,6 +191,8 @@ async def test_a_suspension_carries_the_graphs_state_values_as_json(tmp_path: Pa
     # The interrupt's raw value, as the graph gave it.
     [interrupt] = outcome.interrupts
     assert interrupt.value["task_description"] == "Approve refund of $240 for order #98765"
+    # The node that waits, as LangGraph's thread state names it.
+    assert outcome.next == ["review"]
 
 
 async def test_a_suspension_goes_without_state_values_too_large_to_carry(

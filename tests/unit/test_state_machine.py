@@ -71,7 +71,7 @@ def test_the_stored_suspension_keeps_the_raw_interrupts_and_the_state_values() -
     ]
     values = {"messages": [{"role": "user", "content": "CLM-4821"}], "claim_id": "CLM-4821"}
     event = f.suspended_event(execution).model_copy(
-        update={"interrupts": interrupts, "values": values}
+        update={"interrupts": interrupts, "values": values, "next": ["review"]}
     )
     suspension = sm.on_suspended(execution, event).execution.suspension
     assert suspension is not None
@@ -79,6 +79,7 @@ def test_the_stored_suspension_keeps_the_raw_interrupts_and_the_state_values() -
     assert suspension.interrupts == interrupts
     assert suspension.interrupt_ids == ["int-a", "int-b"]
     assert suspension.values == values
+    assert suspension.next == ["review"]
 
 
 def test_a_suspension_stored_before_interrupts_and_values_were_recorded_still_loads() -> None:

@@ -1,0 +1,219 @@
+"""What a LangGraph client asks for, in Interlock's terms: a run's body, its input as an
+execution's messages, ``command.resume`` as a reviewer's answer. Pure, no I/O; every refusal is
+a 400 problem that names what to send instead."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from services.gateway.answers import ReviewAnswer
+from services.gateway.bodies import json_object
+from services.gateway.problems import Problem
+from services.gateway.schemas import InvokeRequest, ResumeRequest
+from shared.events import AgentInput, ChatMessage, Identifier
+
+STREAM_MODES = ("values", "updates", "messages", "messages-tuple")
+
+ROLES = {
+    "user": "user",
+    "human": "user",
+    "assistant": "assistant",
+    "ai": "assistant",
+    "system": "system",
+}
+
+
+class RunRequest(BaseModel):
+    """The body of ``runs.create`` / ``wait`` / ``stream`` (every field langgraph-sdk sends).
+    Fields Interlock cannot honour are refused when set (``unsupported``), never ignored in
+    silence; the few it ignores are harmless here and listed in docs/langgraph-api.md."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    assistant_id: Identifier
+    input: Any = None
+    command: dict[str, Any] | None = None
+    stream_mode: str | list[str] | None = None
+    stream_subgraphs: bool | None = None
+    stream_resumable: bool | None = None
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    interrupt_before: Any = None
+    interrupt_after: Any = None
+    feedback_keys: list[str] | None = None
+    webhook: str | None = None
+    checkpoint: dict[str, Any] | None = None
+    checkpoint_id: str | None = None
+    checkpoint_during: bool | None = None
+    multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] | None = None
+    if_not_exists: Literal["create", "reject"] | None = None
+    on_disconnect: Literal["cancel", "continue"] | None = None
+    on_completion: Literal["delete", "keep"] | None = None
+    after_seconds: float | None = None
+    durability: str | None = None
+    strict_resume: bool | None = None
+    langsmith_tracer: Any = None
+
+    def modes(self) -> list[str]:
+        """The stream modes asked for (``values`` when none, as LangGraph does)."""
+        asked = self.stream_mode or ["values"]
+        modes = [asked] if isinstance(asked, str) else list(asked)
+        unknown = [m for m in modes if m not in STREAM_MODES]
+        if unknown:
+            raise unsupported(
+                f"stream_mode {', '.join(unknown)}: Interlock streams {', '.join(STREAM_MODES)}"
+            )
+        return modes
+
+
+def run_request(raw: Any) -> RunRequest:
+    body = json_object(raw, RunRequest, required=True)
+    refuse_unsupported(body)
+    if (body.input is None) == (body.command is None):
+        raise Problem(
+            400,
+            "invalid-request",
+            "Invalid request",
+            "send either 'input' (to start the thread's run) or 'command' with 'resume' (to"
+            " answer its interrupt), not both and not neither",
+        )
+    return body
+
+
+def refuse_unsupported(body: RunRequest) -> None:
+    """Options that would change what runs: refused, so nobody believes they took effect."""
+    set_options = {
+        "interrupt_before": body.interrupt_before,
+        "interrupt_after": body.interrupt_after,
+        "webhook": body.webhook,
+        "checkpoint": body.checkpoint,
+        "checkpoint_id": body.checkpoint_id,
+        "after_seconds": body.after_seconds,
+        "config": body.config or None,
+        "context": body.context or None,
+        "stream_subgraphs": body.stream_subgraphs or None,
+        "on_disconnect=cancel": True if body.on_disconnect == "cancel" else None,
+    }
+    if body.multitask_strategy not in (None, "reject"):
+        set_options[f"multitask_strategy={body.multitask_strategy}"] = True
+    named = [name for name, value in set_options.items() if value is not None]
+    if named:
+        raise unsupported(
+            f"{', '.join(named)}: not supported by Interlock's LangGraph API (a run is durable"
+            " and runs its agent as registered; see docs/langgraph-api.md)"
+        )
+
+
+def unsupported(detail: str) -> Problem:
+    return Problem(400, "unsupported-option", "Unsupported option", detail)
+
+
+def agent_input(value: Any) -> AgentInput:
+    """A run's ``input``, ``{"messages": [...]}``, as an execution's messages. Each message is a
+    ``{"role" | "type", "content"}`` object or a ``[role, content]`` pair; the content is text.
+    The same checks as the invoke route follow (no empty list, no blank message)."""
+    if not isinstance(value, dict) or set(value) != {"messages"}:
+        raise Problem(
+            400,
+            "unsupported-input",
+            "Unsupported input",
+            "input: Interlock agents start from messages: send"
+            ' {"messages": [{"role": "user", "content": "..."}]}',
+        )
+    listed = value["messages"]
+    if isinstance(listed, str | dict):
+        listed = [listed]
+    if not isinstance(listed, list):
+        raise _bad_message("input.messages: send a list of messages")
+    messages = [_message(item, index) for index, item in enumerate(listed)]
+    try:
+        checked = InvokeRequest(agent="langgraph", messages=messages)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        raise Problem(400, first["type"], "Invalid input", f"input: {first['msg']}") from exc
+    return AgentInput(messages=checked.messages)
+
+
+def _message(item: Any, index: int) -> ChatMessage:
+    if isinstance(item, str):
+        return ChatMessage(role="user", content=item)
+    if isinstance(item, list | tuple) and len(item) == 2:
+        role, content = item
+    elif isinstance(item, dict):
+        role, content = item.get("role", item.get("type")), item.get("content")
+    else:
+        raise _bad_message(f"input.messages.{index}: send {{'role': ..., 'content': ...}}")
+    mapped = ROLES.get(str(role))
+    if mapped is None:
+        raise _bad_message(
+            f"input.messages.{index}: role {role!r} is not one of user, assistant, system"
+        )
+    if not isinstance(content, str):
+        raise _bad_message(f"input.messages.{index}: content must be text")
+    try:
+        return ChatMessage.model_validate({"role": mapped, "content": content})
+    except ValidationError as exc:
+        raise _bad_message(f"input.messages.{index}: {exc.errors()[0]['msg']}") from exc
+
+
+def _bad_message(detail: str) -> Problem:
+    return Problem(400, "invalid-request", "Invalid request", detail)
+
+
+class Command(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    resume: Any = Field(default=None)
+    update: Any = None
+    goto: Any = None
+
+
+def review_answer(command: dict[str, Any], pending: list[str]) -> ReviewAnswer:
+    """``command.resume`` as the answer the resume route takes, judged by the same rules after:
+
+    - a decision word, ``"approve"``, or the resume body, ``{"decision": "approve",
+      "reviewer_notes": "..."}`` (an agent's own interrupt);
+    - ``{"decisions": [...]}`` for LangChain's HumanInTheLoopMiddleware, one per action in order;
+    - either of those keyed by the id of the pending interrupt it answers.
+    """
+    parsed = json_object(command, Command, required=True)
+    if parsed.update is not None or parsed.goto is not None:
+        raise unsupported(
+            "command.update and command.goto: a run resumes with a reviewer's decision only"
+            " (command.resume)"
+        )
+    if parsed.resume is None:
+        raise Problem(
+            400, "invalid-request", "Invalid request", "command.resume: the decision is required"
+        )
+    return _answer(parsed.resume, pending, keyed=True)
+
+
+def _answer(resume: Any, pending: list[str], *, keyed: bool) -> ReviewAnswer:
+    if isinstance(resume, str):
+        resume = {"decision": resume}
+    if not isinstance(resume, dict):
+        raise Problem(
+            400,
+            "invalid-request",
+            "Invalid request",
+            'command.resume: send a decision ("approve"), {"decision": ...} or'
+            ' {"decisions": [...]}, optionally keyed by the interrupt id',
+        )
+    if keyed and resume and set(resume) <= set(pending):
+        if len(resume) > 1:
+            raise Problem(
+                400,
+                "one-interrupt-per-resume",
+                "One interrupt per resume",
+                "command.resume answers several interrupts at once: answer one per resume (keyed"
+                " by its id), or all with one unkeyed decision",
+            )
+        ((interrupt_id, value),) = resume.items()
+        answer = _answer(value, pending, keyed=False)
+        return answer.model_copy(update={"interrupt_id": interrupt_id})
+    body = json_object(resume, ResumeRequest, required=True)
+    return ReviewAnswer(**body.model_dump())

@@ -1,0 +1,439 @@
+"""The LangGraph API's routes, under ``/langgraph/projects/{project_id}/workspaces/{workspace_id}``
+(a langgraph-sdk client's ``url``). Authentication is the API's keys (``x-api-key``, which the
+client sends, or ``Authorization: Bearer``); each route checks the role the matching Interlock
+route needs once its body says what is asked."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Body, Depends, Query, Request, Response
+from fastapi.responses import JSONResponse
+from fastapi.sse import EventSourceResponse, ServerSentEvent
+from pydantic import BaseModel, ConfigDict, Field
+
+from services.gateway.auth import ANY_ROLE, access
+from services.gateway.bodies import api_router, json_object
+from services.gateway.langgraph.requests import RunRequest, run_request, unsupported
+from services.gateway.langgraph.service import (
+    WAIT_SECONDS,
+    LangGraphService,
+    Scope,
+    StartedRun,
+    require_role,
+)
+from services.gateway.langgraph.streaming import Messages, run_events
+from services.gateway.langgraph.views import (
+    ThreadView,
+    result_of,
+    run_body,
+    run_id,
+    state_of,
+)
+from services.gateway.openapi import json_body
+from services.gateway.problems import Problem
+from shared.agents import AgentRegistry, AgentSpec
+from shared.custom_headers import within_limits
+from shared.domain.execution import Execution
+from shared.events import Identifier
+from shared.store.api_keys import ApiKey, ApiKeys, Role
+
+PREFIX = "/langgraph/projects/{project_id}/workspaces/{workspace_id}"
+TAGS: list[str | Any] = ["langgraph"]
+RawBody = Annotated[Any, Body(include_in_schema=False)]
+RUN_BODY = json_body(RunRequest, required=True)
+STARTED = datetime(2026, 1, 1).isoformat()
+"""Assistants are the registered agents: no creation time of their own."""
+
+
+class ThreadCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    thread_id: Identifier | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    if_exists: Literal["raise", "do_nothing"] | None = None
+    supersteps: Any = None
+    ttl: Any = None
+    graph_id: str | None = None
+
+
+class ThreadSearch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    limit: int = Field(default=10, ge=1, le=100)
+    offset: int = Field(default=0, ge=0, le=10_000)
+    status: Literal["idle", "busy", "interrupted", "error"] | None = None
+    ids: list[Identifier] | None = Field(default=None, max_length=100)
+    metadata: dict[str, Any] | None = None
+    values: dict[str, Any] | None = None
+    sort_by: str | None = None
+    sort_order: str | None = None
+    select: list[str] | None = None
+    extract: dict[str, Any] | None = None
+
+
+class AssistantSearch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    limit: int = Field(default=10, ge=1, le=1000)
+    offset: int = Field(default=0, ge=0)
+    graph_id: str | None = None
+    name: str | None = None
+    metadata: dict[str, Any] | None = None
+    sort_by: str | None = None
+    sort_order: str | None = None
+    select: list[str] | None = None
+
+
+def assistant_body(spec: AgentSpec) -> dict[str, Any]:
+    return {
+        "assistant_id": spec.name,
+        "graph_id": spec.name,
+        "config": {},
+        "context": {},
+        "created_at": STARTED,
+        "updated_at": STARTED,
+        "metadata": {},
+        "version": 1,
+        "name": spec.name,
+        "description": spec.description or None,
+    }
+
+
+def build_langgraph_router(
+    service: LangGraphService, registry: AgentRegistry, keys: ApiKeys
+) -> APIRouter:
+    router = api_router()
+    # A dependency as a default: the annotations are strings here (postponed), and FastAPI
+    # cannot resolve names local to this function from a string.
+    anyone = Depends(access(keys, "reading", ANY_ROLE))
+
+    def scope_of(project_id: str, workspace_id: str) -> Scope:
+        return Scope(project_id, workspace_id)
+
+    @router.post(
+        f"{PREFIX}/assistants/search",
+        tags=TAGS,
+        openapi_extra=json_body(AssistantSearch, required=False),
+    )
+    async def search_assistants(
+        project_id: Identifier, workspace_id: Identifier, raw: RawBody = None, key: ApiKey = anyone
+    ) -> list[dict[str, Any]]:
+        """The registered agents as assistants (``graph_id`` and ``name`` filter)."""
+        asked = json_object(raw, AssistantSearch, required=False)
+        found = [
+            assistant_body(spec)
+            for spec in registry.all()
+            if asked.graph_id in (None, spec.name) and asked.name in (None, spec.name)
+        ]
+        return found[asked.offset : asked.offset + asked.limit]
+
+    @router.get(f"{PREFIX}/assistants/{{assistant_id}}", tags=TAGS)
+    async def get_assistant(
+        project_id: Identifier, workspace_id: Identifier, assistant_id: str, key: ApiKey = anyone
+    ) -> dict[str, Any]:
+        spec = registry.get(assistant_id)
+        if spec is None:
+            raise Problem(
+                404,
+                "assistant-not-found",
+                "Assistant not found",
+                f"no assistant {assistant_id!r}; registered: {', '.join(registry.names())}",
+            )
+        return assistant_body(spec)
+
+    @router.post(
+        f"{PREFIX}/threads", tags=TAGS, openapi_extra=json_body(ThreadCreate, required=False)
+    )
+    async def create_thread(
+        project_id: Identifier, workspace_id: Identifier, raw: RawBody = None, key: ApiKey = anyone
+    ) -> dict[str, Any]:
+        """A new thread (its run starts with ``runs.create`` and an input)."""
+        require_role(key, "creating a thread", (Role.OWNER, Role.MEMBER))
+        asked = json_object(raw, ThreadCreate, required=False)
+        if asked.supersteps is not None or asked.ttl is not None:
+            raise unsupported("supersteps and ttl: a thread starts empty and is kept")
+        metadata = {**asked.metadata, **({"graph_id": asked.graph_id} if asked.graph_id else {})}
+        scope = scope_of(project_id, workspace_id)
+        record = await service.create_thread(scope, asked.thread_id, metadata, asked.if_exists)
+        execution = await service.execution_of(scope, record.thread_id)
+        return ThreadView(record, execution).body()
+
+    @router.post(
+        f"{PREFIX}/threads/search", tags=TAGS, openapi_extra=json_body(ThreadSearch, required=False)
+    )
+    async def search_threads(
+        project_id: Identifier, workspace_id: Identifier, raw: RawBody = None, key: ApiKey = anyone
+    ) -> list[dict[str, Any]]:
+        """Threads of the workspace, by ``status`` (or ``ids``)."""
+        asked = json_object(raw, ThreadSearch, required=False)
+        refused = [
+            name for name in ("metadata", "values", "select", "extract") if getattr(asked, name)
+        ]
+        if refused:
+            raise unsupported(f"{', '.join(refused)}: threads are searched by status or ids")
+        scope = scope_of(project_id, workspace_id)
+        if asked.ids is not None:
+            pairs = [await service.thread_with_execution(scope, t) for t in asked.ids]
+        else:
+            pairs = await service.search(scope, asked.status, asked.limit, asked.offset)
+        return [ThreadView(record, execution).body() for record, execution in pairs]
+
+    @router.get(f"{PREFIX}/threads/{{thread_id}}", tags=TAGS)
+    async def get_thread(
+        project_id: Identifier,
+        workspace_id: Identifier,
+        thread_id: Identifier,
+        key: ApiKey = anyone,
+    ) -> dict[str, Any]:
+        record, execution = await service.thread_with_execution(
+            scope_of(project_id, workspace_id), thread_id
+        )
+        return ThreadView(record, execution).body()
+
+    @router.get(f"{PREFIX}/threads/{{thread_id}}/state", tags=TAGS)
+    async def get_state(
+        project_id: Identifier,
+        workspace_id: Identifier,
+        thread_id: Identifier,
+        key: ApiKey = anyone,
+    ) -> dict[str, Any]:
+        """The thread's values, and its waiting task with the interrupts to answer."""
+        record, execution = await service.thread_with_execution(
+            scope_of(project_id, workspace_id), thread_id
+        )
+        return state_of(record, execution)
+
+    def run_path(started: StartedRun) -> str:
+        """Relative to the API's root (the client's ``url``), as langgraph-sdk resolves it."""
+        run = run_id(started.execution.execution_id, started.epoch)
+        return f"/threads/{started.thread.thread_id}/runs/{run}"
+
+    async def create_run(
+        request: Request,
+        response: Response,
+        scope: Scope,
+        thread_id: str | None,
+        raw: Any,
+        key: ApiKey,
+    ) -> dict[str, Any]:
+        body = run_request(raw)
+        thread = thread_id or str(uuid.uuid4())
+        started = await service.start(
+            scope,
+            thread,
+            body,
+            key,
+            within_limits(request.headers.items()),
+            stateless=thread_id is None,
+        )
+        response.headers["Content-Location"] = run_path(started)
+        return run_body(started.thread.thread_id, started.execution, started.epoch)
+
+    async def wait_run(
+        request: Request,
+        response: Response,
+        scope: Scope,
+        thread_id: str | None,
+        raw: Any,
+        key: ApiKey,
+    ) -> dict[str, Any]:
+        body = run_request(raw)
+        thread = thread_id or str(uuid.uuid4())
+        # Watched from before the run starts: nothing it does falls before the watch.
+        async with service.watching(scope, thread) as watch:
+            started = await service.start(
+                scope,
+                thread,
+                body,
+                key,
+                within_limits(request.headers.items()),
+                stateless=thread_id is None,
+            )
+            execution = await service.wait(watch, started.execution, started.epoch)
+        response.headers["Content-Location"] = run_path(started)
+        # Where langgraph-sdk reconnects if this response is cut off (a gateway restart).
+        response.headers["Location"] = f"{run_path(started)}/join"
+        return result_of(execution)
+
+    async def stream_run(
+        request: Request, scope: Scope, thread_id: str | None, raw: Any, key: ApiKey
+    ) -> AsyncIterator[ServerSentEvent]:
+        body = run_request(raw)
+        modes = body.modes()
+        thread = thread_id or str(uuid.uuid4())
+        async with service.watching(scope, thread) as watch:
+            started = await service.start(
+                scope,
+                thread,
+                body,
+                key,
+                within_limits(request.headers.items()),
+                stateless=thread_id is None,
+            )
+            messages = Messages(run_id(started.execution.execution_id, started.epoch), modes)
+
+            async def reread() -> Execution:
+                return await service.reread(started.execution)
+
+            events = run_events(
+                watch, started.execution, started.epoch, thread, messages, reread, WAIT_SECONDS
+            )
+            async for event in events:
+                yield event
+
+    @router.post(f"{PREFIX}/threads/{{thread_id}}/runs", tags=TAGS, openapi_extra=RUN_BODY)
+    async def create_thread_run(
+        request: Request,
+        response: Response,
+        project_id: Identifier,
+        workspace_id: Identifier,
+        thread_id: Identifier,
+        raw: RawBody = None,
+        key: ApiKey = anyone,
+    ) -> dict[str, Any]:
+        """Start the thread's run: with ``input`` its execution, with ``command.resume`` the
+        decision on its interrupt (as the resume route judges it). Answers at once."""
+        scope = scope_of(project_id, workspace_id)
+        return await create_run(request, response, scope, thread_id, raw, key)
+
+    @router.post(f"{PREFIX}/runs", tags=TAGS, openapi_extra=RUN_BODY)
+    async def create_stateless_run(
+        request: Request,
+        response: Response,
+        project_id: Identifier,
+        workspace_id: Identifier,
+        raw: RawBody = None,
+        key: ApiKey = anyone,
+    ) -> dict[str, Any]:
+        """A run on a new thread."""
+        scope = scope_of(project_id, workspace_id)
+        return await create_run(request, response, scope, None, raw, key)
+
+    @router.post(f"{PREFIX}/threads/{{thread_id}}/runs/wait", tags=TAGS, openapi_extra=RUN_BODY)
+    async def wait_thread_run(
+        request: Request,
+        response: Response,
+        project_id: Identifier,
+        workspace_id: Identifier,
+        thread_id: Identifier,
+        raw: RawBody = None,
+        key: ApiKey = anyone,
+    ) -> dict[str, Any]:
+        """Start a run and answer once it stops: the state, with ``__interrupt__`` when it
+        waits for a decision, or ``__error__``."""
+        scope = scope_of(project_id, workspace_id)
+        return await wait_run(request, response, scope, thread_id, raw, key)
+
+    @router.post(f"{PREFIX}/runs/wait", tags=TAGS, openapi_extra=RUN_BODY)
+    async def wait_stateless_run(
+        request: Request,
+        response: Response,
+        project_id: Identifier,
+        workspace_id: Identifier,
+        raw: RawBody = None,
+        key: ApiKey = anyone,
+    ) -> dict[str, Any]:
+        scope = scope_of(project_id, workspace_id)
+        return await wait_run(request, response, scope, None, raw, key)
+
+    @router.post(
+        f"{PREFIX}/threads/{{thread_id}}/runs/stream",
+        tags=TAGS,
+        openapi_extra=RUN_BODY,
+        response_class=EventSourceResponse,
+    )
+    async def stream_thread_run(
+        request: Request,
+        project_id: Identifier,
+        workspace_id: Identifier,
+        thread_id: Identifier,
+        raw: RawBody = None,
+        key: ApiKey = anyone,
+    ) -> AsyncIterator[ServerSentEvent]:
+        """Start a run and stream it (``stream_mode``: values, updates, messages,
+        messages-tuple)."""
+        async for event in stream_run(
+            request, scope_of(project_id, workspace_id), thread_id, raw, key
+        ):
+            yield event
+
+    @router.post(
+        f"{PREFIX}/runs/stream",
+        tags=TAGS,
+        openapi_extra=RUN_BODY,
+        response_class=EventSourceResponse,
+    )
+    async def stream_stateless_run(
+        request: Request,
+        project_id: Identifier,
+        workspace_id: Identifier,
+        raw: RawBody = None,
+        key: ApiKey = anyone,
+    ) -> AsyncIterator[ServerSentEvent]:
+        async for event in stream_run(request, scope_of(project_id, workspace_id), None, raw, key):
+            yield event
+
+    @router.get(f"{PREFIX}/threads/{{thread_id}}/runs/{{run}}", tags=TAGS)
+    async def get_run(
+        project_id: Identifier,
+        workspace_id: Identifier,
+        thread_id: Identifier,
+        run: Identifier,
+        key: ApiKey = anyone,
+    ) -> dict[str, Any]:
+        record, execution, epoch = await service.run_of(
+            scope_of(project_id, workspace_id), thread_id, run
+        )
+        return run_body(record.thread_id, execution, epoch)
+
+    @router.get(f"{PREFIX}/threads/{{thread_id}}/runs/{{run}}/join", tags=TAGS)
+    async def join_run(
+        project_id: Identifier,
+        workspace_id: Identifier,
+        thread_id: Identifier,
+        run: Identifier,
+        key: ApiKey = anyone,
+    ) -> dict[str, Any]:
+        """The thread's state once the run stopped (as ``runs.wait`` answers)."""
+        scope = scope_of(project_id, workspace_id)
+        async with service.watching(scope, thread_id) as watch:
+            _, execution, epoch = await service.run_of(scope, thread_id, run)
+            execution = await service.wait(watch, execution, epoch)
+        return result_of(execution)
+
+    @router.post(f"{PREFIX}/threads/{{thread_id}}/runs/{{run}}/cancel", tags=TAGS)
+    async def cancel_run(
+        project_id: Identifier,
+        workspace_id: Identifier,
+        thread_id: Identifier,
+        run: Identifier,
+        wait: Annotated[int, Query(ge=0, le=1)] = 0,
+        action: Annotated[Literal["interrupt", "rollback"], Query()] = "interrupt",
+        key: ApiKey = anyone,
+    ) -> Response:
+        """Cancel the thread's execution (its current run, or the interrupted thread): what
+        Interlock's cancel route does. ``rollback`` is not supported."""
+        if action != "interrupt":
+            raise unsupported("action=rollback: a cancelled execution keeps its history")
+        scope = scope_of(project_id, workspace_id)
+        async with service.watching(scope, thread_id) as watch:
+            _, execution, epoch = await service.run_of(scope, thread_id, run)
+            if epoch < execution.epoch:
+                raise Problem(
+                    409,
+                    "run-finished",
+                    "Run finished",
+                    f"run {run} has finished; cancel the thread's latest run",
+                )
+            await service.cancel(scope, execution, key)
+            if wait:
+                execution = await service.wait(watch, execution, None)
+        if not wait:
+            return Response(status_code=202)
+        return JSONResponse(run_body(thread_id, execution, epoch))
+
+    return router

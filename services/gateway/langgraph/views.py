@@ -1,0 +1,249 @@
+"""How Interlock's executions look to a LangGraph client: threads, runs, thread states and the
+results a run waits for. Pure, no I/O.
+
+A thread's execution and its runs need no lookup table: the execution's id is derived from the
+thread's (its idempotency key, ``thread_key``), and a run's id from the execution's id and the
+epoch the run dispatched (``run_id``), so a run id is found again by recomputing the few ids an
+execution has had (one per resume).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from shared.domain.execution import Execution, ExecutionStatus
+from shared.events import PendingInterrupt
+from shared.store.threads import ThreadRecord
+
+RUN_NAMESPACE = uuid.UUID("0d8c3c55-2f5e-4f0c-8f5c-4b8e5d1c7a21")
+THREAD_KEY_PREFIX = "langgraph-thread:"
+
+ThreadStatus = Literal["idle", "busy", "interrupted", "error"]
+RunStatus = Literal["pending", "running", "error", "success", "timeout", "interrupted"]
+
+THREAD_STATUS: dict[ExecutionStatus, ThreadStatus] = {
+    ExecutionStatus.PENDING: "busy",
+    ExecutionStatus.RUNNING: "busy",
+    ExecutionStatus.RESUMING: "busy",
+    ExecutionStatus.SUSPENDED: "interrupted",
+    ExecutionStatus.COMPLETED: "idle",
+    ExecutionStatus.CANCELLED: "idle",
+    ExecutionStatus.ERROR: "error",
+    ExecutionStatus.EXPIRED: "error",
+}
+"""An expired review ended the execution without an answer: an error to a LangGraph client,
+which has no status for it."""
+
+STATUSES_OF_THREAD: dict[str, tuple[ExecutionStatus, ...]] = {
+    thread_status: tuple(s for s, t in THREAD_STATUS.items() if t == thread_status)
+    for thread_status in ("busy", "interrupted", "error", "idle")
+}
+
+
+def thread_key(thread_id: str) -> str:
+    """The idempotency key of a thread's execution: invoking it again finds the same one."""
+    return f"{THREAD_KEY_PREFIX}{thread_id}"
+
+
+def thread_of(execution: Execution) -> str | None:
+    """The thread an execution runs on, or None for one started through Interlock's own API."""
+    key = execution.idempotency_key or ""
+    return key.removeprefix(THREAD_KEY_PREFIX) if key.startswith(THREAD_KEY_PREFIX) else None
+
+
+def run_id(execution_id: str, epoch: int) -> str:
+    """The id of the run that dispatched ``epoch`` (1: the input; each resume the next)."""
+    return str(uuid.uuid5(RUN_NAMESPACE, f"{execution_id}/{epoch}"))
+
+
+def epoch_of_run(execution: Execution, wanted: str, *, decided: bool) -> int | None:
+    """The epoch of run ``wanted`` of ``execution``, or None when it has no such run. Runs are
+    the epochs dispatched so far, the first even before it is dispatched, and the next one once
+    a decision took the current suspension (``decided``) though not yet dispatched."""
+    last = max(execution.epoch, 1) + (1 if decided else 0)
+    for epoch in range(last, 0, -1):
+        if run_id(execution.execution_id, epoch) == wanted:
+            return epoch
+    return None
+
+
+def current_run_epoch(execution: Execution) -> int:
+    return max(execution.epoch, 1)
+
+
+def segment_done(execution: Execution, epoch: int | None) -> bool:
+    """Has the run of ``epoch`` stopped: at a later suspension, or with the execution's end?
+    (With None: has the execution ended?)"""
+    if execution.status.is_terminal:
+        return True
+    if epoch is None:
+        return False
+    return execution.status is ExecutionStatus.SUSPENDED and execution.epoch >= epoch
+
+
+def run_status(execution: Execution, epoch: int) -> RunStatus:
+    """A run that stopped at an interrupt succeeded (its thread is interrupted). A cancel moves
+    the epoch on (to fence a run under way), so the run it ended is the one before."""
+    if execution.status is ExecutionStatus.CANCELLED:
+        return "interrupted" if epoch >= execution.epoch - 1 else "success"
+    if epoch < execution.epoch:
+        return "success"
+    if epoch > execution.epoch:
+        # Accepted, not yet dispatched: a new execution, or a decision not yet applied.
+        return "pending"
+    status = execution.status
+    if status in (ExecutionStatus.SUSPENDED, ExecutionStatus.COMPLETED, ExecutionStatus.EXPIRED):
+        return "success"
+    if status is ExecutionStatus.ERROR:
+        return "error"
+    return "pending" if status is ExecutionStatus.PENDING else "running"
+
+
+def interrupts_of(execution: Execution) -> list[dict[str, Any]]:
+    """The pending interrupts as LangGraph shows them: ``{"value", "id"}`` each."""
+    suspension = execution.suspension
+    if execution.status is not ExecutionStatus.SUSPENDED or suspension is None:
+        return []
+    raw = suspension.interrupts or _reconstructed(
+        suspension.interrupt_ids, suspension.suspend_context
+    )
+    return [{"value": i.value, "id": i.interrupt_id} for i in raw]
+
+
+def _reconstructed(ids: list[str], context: dict[str, Any]) -> list[PendingInterrupt]:
+    """Suspensions stored before the raw values were kept: the reviewer's view of them."""
+    if len(ids) == 1:
+        return [PendingInterrupt(interrupt_id=ids[0], value=context)]
+    listed = context.get("interrupts")
+    values = (
+        listed if isinstance(listed, list) and len(listed) == len(ids) else [context] * len(ids)
+    )
+    return [PendingInterrupt(interrupt_id=i, value=v) for i, v in zip(ids, values, strict=True)]
+
+
+def values_of(execution: Execution) -> dict[str, Any]:
+    """The graph's state as last recorded: the result once completed, the state it suspended
+    with, or the input before either."""
+    if execution.status is ExecutionStatus.COMPLETED and isinstance(execution.result, dict):
+        return dict(execution.result)
+    suspension = execution.suspension
+    if suspension is not None and suspension.values is not None:
+        return dict(suspension.values)
+    return {"messages": [m.model_dump() for m in execution.input.as_messages()]}
+
+
+def result_of(execution: Execution) -> dict[str, Any]:
+    """What ``runs.wait`` and ``runs.join`` answer: the state, with the pending interrupts under
+    ``__interrupt__``, or ``__error__`` for a run that failed (the client raises it)."""
+    if execution.status is ExecutionStatus.ERROR:
+        error = execution.error or {}
+        return {
+            "__error__": {
+                "error": error.get("error_type", "Error"),
+                "message": error.get("message", "the run failed"),
+            }
+        }
+    values = values_of(execution)
+    interrupts = interrupts_of(execution)
+    if interrupts:
+        values["__interrupt__"] = interrupts
+    return values
+
+
+@dataclass(frozen=True)
+class ThreadView:
+    """A thread as ``threads.get`` answers it (with its execution, if a run started one)."""
+
+    record: ThreadRecord
+    execution: Execution | None
+
+    def body(self) -> dict[str, Any]:
+        execution = self.execution
+        updated: datetime = execution.updated_at if execution else self.record.created_at
+        interrupts = interrupts_of(execution) if execution else []
+        metadata = dict(self.record.metadata)
+        if execution is not None:
+            metadata.setdefault("graph_id", execution.agent)
+            metadata.setdefault("assistant_id", execution.agent)
+        return {
+            "thread_id": self.record.thread_id,
+            "created_at": self.record.created_at.isoformat(),
+            "updated_at": updated.isoformat(),
+            "metadata": metadata,
+            "status": THREAD_STATUS[execution.status] if execution else "idle",
+            "values": values_of(execution) if execution else None,
+            "interrupts": {task_id(execution): interrupts} if execution and interrupts else {},
+        }
+
+
+def task_id(execution: Execution) -> str:
+    """The id of the task waiting in the current suspension (one per suspension here)."""
+    return run_id(execution.execution_id, execution.epoch)
+
+
+def checkpoint_of(thread_id: str, execution: Execution | None) -> dict[str, Any]:
+    """Interlock checkpoints once per run segment: the epoch names it."""
+    epoch = execution.epoch if execution else 0
+    return {
+        "thread_id": thread_id,
+        "checkpoint_ns": "",
+        "checkpoint_id": f"epoch-{epoch}",
+        "checkpoint_map": None,
+    }
+
+
+def state_of(record: ThreadRecord, execution: Execution | None) -> dict[str, Any]:
+    """``threads.get_state``: the values, and the waiting task with its interrupts."""
+    if execution is None:
+        return {
+            "values": {},
+            "next": [],
+            "tasks": [],
+            "checkpoint": checkpoint_of(record.thread_id, None),
+            "metadata": dict(record.metadata),
+            "created_at": None,
+            "parent_checkpoint": None,
+            "interrupts": [],
+        }
+    interrupts = interrupts_of(execution)
+    nodes = list(execution.suspension.next) if interrupts and execution.suspension else []
+    tasks = [
+        {
+            "id": task_id(execution),
+            "name": nodes[0] if nodes else execution.agent,
+            "error": None,
+            "interrupts": interrupts,
+            "checkpoint": None,
+            "state": None,
+            "result": None,
+        }
+    ]
+    return {
+        "values": values_of(execution),
+        "next": nodes if interrupts else [],
+        "tasks": tasks if interrupts else [],
+        "checkpoint": checkpoint_of(record.thread_id, execution),
+        "metadata": {**record.metadata, "graph_id": execution.agent, "step": execution.epoch},
+        "created_at": execution.updated_at.isoformat(),
+        "parent_checkpoint": None,
+        "interrupts": interrupts,
+    }
+
+
+def run_body(
+    thread_id: str, execution: Execution, epoch: int, *, created_at: datetime | None = None
+) -> dict[str, Any]:
+    """A run as ``runs.create`` and ``runs.get`` answer it."""
+    return {
+        "run_id": run_id(execution.execution_id, epoch),
+        "thread_id": thread_id,
+        "assistant_id": execution.agent,
+        "created_at": (created_at or execution.created_at).isoformat(),
+        "updated_at": execution.updated_at.isoformat(),
+        "status": run_status(execution, epoch),
+        "metadata": {},
+        "multitask_strategy": "reject",
+    }

@@ -1,0 +1,204 @@
+"""What a LangGraph user does with ``langgraph-sdk``, pointed at Interlock: the flows the
+end-to-end tests run against the separate-process services and against ``interlock dev``.
+Nothing here talks to Interlock but through the LangGraph client."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+from langgraph_sdk import get_client
+from langgraph_sdk.client import LangGraphClient
+
+REFUND = "refund-approval"
+REFUND_INPUT = {"messages": [{"role": "user", "content": "Refund claim CLM-4821"}]}
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the client points: the API root of one workspace, and the keys the flows use."""
+
+    url: str
+    owner: str
+    """An owner of the project: starts runs and answers them."""
+    second_owner: str
+    """Another person owning the project (separation of duties)."""
+    other_project: str
+    """An owner of another project: sees none of this one."""
+
+    def client(self, key: str | None = None) -> LangGraphClient:
+        return get_client(url=self.url, api_key=key or self.owner, timeout=60)
+
+
+async def refused(call: Any, status: int) -> dict[str, Any]:
+    """Await ``call`` expecting an HTTP error of ``status``; the problem document it carries."""
+    with pytest.raises(httpx.HTTPStatusError) as caught:
+        await call
+    response = caught.value.response
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    problem: dict[str, Any] = response.json()
+    return problem
+
+
+async def refund_flow(target: Target) -> None:
+    """Invoke, the interrupt in the wait result and the thread state, threads searched by
+    status, an invalid resume refused, ``Command(resume=...)``, completed."""
+    client = target.client()
+    assistants = await client.assistants.search(limit=100)
+    assert REFUND in [a["assistant_id"] for a in assistants]
+    assert (await client.assistants.get(REFUND))["graph_id"] == REFUND
+
+    thread = await client.threads.create(metadata={"case": "CLM-4821"})
+    thread_id = thread["thread_id"]
+    assert thread["status"] == "idle"
+    first = await client.runs.wait(thread_id, REFUND, input=REFUND_INPUT)
+    [interrupt] = first["__interrupt__"]
+    assert interrupt["value"]["allowed_decisions"] == ["approve", "reject"]
+    assert "CLM-4821" in str(interrupt["value"])
+    assert any("CLM-4821" in str(m) for m in first["messages"])
+
+    state = await client.threads.get_state(thread_id)
+    [task] = state["tasks"]
+    assert task["interrupts"] == [interrupt] == state["interrupts"]
+    assert state["next"], state
+    got = await client.threads.get(thread_id)
+    assert got["status"] == "interrupted" and got["metadata"]["case"] == "CLM-4821"
+    waiting = await client.threads.search(status="interrupted", limit=100)
+    assert thread_id in [t["thread_id"] for t in waiting]
+
+    problem = await refused(client.runs.wait(thread_id, REFUND, command={"resume": "maybe"}), 400)
+    assert "maybe" in problem["detail"] and "approve" in problem["detail"]
+    problem = await refused(
+        client.runs.wait(thread_id, REFUND, command={"resume": {"decisoin": "approve"}}), 400
+    )
+    assert "decisoin" in problem["detail"]
+
+    done = await client.runs.wait(
+        thread_id, REFUND, command={"resume": {interrupt["id"]: {"decision": "approve"}}}
+    )
+    assert "__interrupt__" not in done, done
+    assert done["outcome"] == "refunded" and done["refund_id"].startswith("RF-"), done
+    assert (await client.threads.get(thread_id))["status"] == "idle"
+    assert thread_id not in [
+        t["thread_id"] for t in await client.threads.search(status="interrupted", limit=100)
+    ]
+    # A second answer to the same interrupt: the suspension was decided (one decision wins).
+    await refused(client.runs.wait(thread_id, REFUND, command={"resume": "approve"}), 409)
+
+
+async def middleware_flow(target: Target) -> None:
+    """LangChain's HumanInTheLoopMiddleware: three tool calls answered approve, edit, reject in
+    one ordered ``{"decisions": [...]}``."""
+    client = target.client()
+    thread = await client.threads.create()
+    thread_id = thread["thread_id"]
+    first = await client.runs.wait(
+        thread_id,
+        "outreach-email",
+        input={"messages": [{"role": "user", "content": "send 3 emails"}]},
+    )
+    [interrupt] = first["__interrupt__"]
+    requests = interrupt["value"]["action_requests"]
+    assert [r["name"] for r in requests] == ["send_email"] * 3
+    second = requests[1]["args"]
+    decisions = [
+        {"type": "approve"},
+        {
+            "type": "edit",
+            "edited_action": {
+                "name": "send_email",
+                "args": {**second, "to": "reviewed@example.com"},
+            },
+        },
+        {"type": "reject", "message": "not this prospect"},
+    ]
+    done = await client.runs.wait(
+        thread_id, "outreach-email", command={"resume": {"decisions": decisions}}
+    )
+    assert "__interrupt__" not in done, done
+    tool_results = [str(m) for m in done["messages"] if "tool" in (m.get("role"), m.get("type"))]
+    assert any("not this prospect" in m for m in tool_results), done["messages"]
+    assert any("reviewed@example.com" in m for m in tool_results), done["messages"]
+
+
+async def stream_flow(target: Target) -> None:
+    """``runs.stream`` of a run up to its interrupt, then of the resumed run to its end."""
+    client = target.client()
+    thread_id = (await client.threads.create())["thread_id"]
+    parts = [
+        part
+        async for part in client.runs.stream(
+            thread_id, REFUND, input=REFUND_INPUT, stream_mode=["values", "updates"]
+        )
+    ]
+    events = [p.event for p in parts]
+    assert events[0] == "metadata" and parts[0].data["run_id"]
+    updates = [p.data for p in parts if p.event == "updates"]
+    assert any("lookup_claim" in u for u in updates), updates
+    assert "__interrupt__" in updates[-1]
+    assert parts[-1].event == "values" and parts[-1].data["__interrupt__"]
+    interrupt_id = parts[-1].data["__interrupt__"][0]["id"]
+    resumed = [
+        part
+        async for part in client.runs.stream(
+            thread_id,
+            REFUND,
+            command={"resume": {interrupt_id: "approve"}},
+            stream_mode="updates",
+        )
+    ]
+    names = [next(iter(p.data)) for p in resumed if p.event == "updates"]
+    assert "issue_refund" in names, resumed
+    run = await client.runs.get(thread_id, resumed[0].data["run_id"])
+    assert run["status"] == "success"
+
+
+async def cancel_flow(target: Target) -> None:
+    """A run created without waiting, joined at its interrupt, then cancelled."""
+    client = target.client()
+    thread_id = (await client.threads.create())["thread_id"]
+    run = await client.runs.create(thread_id, REFUND, input=REFUND_INPUT)
+    assert run["status"] in ("pending", "running")
+    joined = await client.runs.join(thread_id, run["run_id"])
+    assert joined["__interrupt__"]
+    assert (await client.runs.get(thread_id, run["run_id"]))["status"] == "success"
+    await client.runs.cancel(thread_id, run["run_id"], wait=True)
+    cancelled = await client.runs.get(thread_id, run["run_id"])
+    assert cancelled["status"] == "interrupted", cancelled
+    assert (await client.threads.get(thread_id))["status"] == "idle"
+    problem = await refused(client.runs.wait(thread_id, REFUND, command={"resume": "approve"}), 409)
+    assert problem["type"].endswith("/not-suspended"), problem
+
+
+async def isolation_flow(target: Target) -> None:
+    """Another project's key finds nothing of this one (404s); another person may not answer
+    an agent's review where the requester may not (separation of duties, 403)."""
+    client = target.client()
+    thread_id = (await client.threads.create())["thread_id"]
+    first = await client.runs.wait(thread_id, REFUND, input=REFUND_INPUT)
+    run_id = (await client.threads.get_state(thread_id))["tasks"][0]["id"]
+    assert first["__interrupt__"]
+    stranger = target.client(target.other_project)
+    await refused(stranger.threads.get(thread_id), 404)
+    await refused(stranger.threads.get_state(thread_id), 404)
+    await refused(stranger.runs.wait(thread_id, REFUND, command={"resume": "approve"}), 404)
+    await refused(stranger.runs.get(thread_id, run_id), 404)
+    await refused(stranger.threads.search(limit=100), 404)
+    assert (await client.threads.get(thread_id))["status"] == "interrupted"
+
+    # high-value-refund: the requester may not approve; two other owners must.
+    thread_id = (await client.threads.create())["thread_id"]
+    await client.runs.wait(thread_id, "high-value-refund", input=REFUND_INPUT)
+    problem = await refused(
+        client.runs.wait(thread_id, "high-value-refund", command={"resume": "approve"}), 403
+    )
+    assert problem["type"].endswith("/self-approval"), problem
+    second = target.client(target.second_owner)
+    accepted = await second.runs.create(
+        thread_id, "high-value-refund", command={"resume": "approve"}
+    )
+    assert accepted["status"] == "pending"
+    assert (await client.threads.get(thread_id))["status"] == "interrupted"

@@ -1,0 +1,204 @@
+"""The LangGraph API's pure parts: ids, statuses, what a run answers, and how a client's input
+and ``command.resume`` become Interlock's."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from services.gateway.langgraph.requests import (
+    RunRequest,
+    agent_input,
+    refuse_unsupported,
+    review_answer,
+    run_request,
+)
+from services.gateway.langgraph.views import (
+    epoch_of_run,
+    result_of,
+    run_id,
+    run_status,
+    segment_done,
+    thread_key,
+    thread_of,
+)
+from services.gateway.problems import Problem
+from shared.domain.execution import Execution, ExecutionStatus, Suspension
+from shared.events import AgentInput, PendingInterrupt
+from tests.factories import pending
+
+
+def at(
+    status: ExecutionStatus, epoch: int, suspension: Suspension | None = None, **extra: Any
+) -> Execution:
+    return pending().model_copy(
+        update={"status": status, "epoch": epoch, "suspension": suspension, **extra}
+    )
+
+
+def suspension(epoch: int, value: Any = "ok?", values: dict[str, Any] | None = None) -> Suspension:
+    return Suspension(
+        suspension_id=epoch,
+        suspend_context={"value": value},
+        allowed_decisions=["approve", "reject"],
+        interrupt_ids=["i-1"],
+        suspended_at=datetime.now(UTC),
+        interrupts=[PendingInterrupt(interrupt_id="i-1", value=value)],
+        values=values,
+    )
+
+
+def test_a_threads_execution_is_found_from_its_idempotency_key() -> None:
+    execution = pending().model_copy(update={"idempotency_key": thread_key("t-1")})
+    assert thread_of(execution) == "t-1"
+    assert thread_of(pending()) is None
+
+
+def test_run_ids_are_one_per_epoch_and_found_again() -> None:
+    execution = at(ExecutionStatus.SUSPENDED, 2, suspension(2))
+    first, second, third = (run_id(execution.execution_id, e) for e in (1, 2, 3))
+    assert len({first, second, third}) == 3
+    assert epoch_of_run(execution, first, decided=False) == 1
+    assert epoch_of_run(execution, second, decided=False) == 2
+    # The next run exists once a decision was accepted for the suspension.
+    assert epoch_of_run(execution, third, decided=False) is None
+    assert epoch_of_run(execution, third, decided=True) == 3
+    # The first run exists from the invoke on, before its dispatch.
+    assert epoch_of_run(at(ExecutionStatus.PENDING, 0), first, decided=False) == 1
+
+
+@pytest.mark.parametrize(
+    ("status", "epoch", "run", "expected"),
+    [
+        (ExecutionStatus.PENDING, 0, 1, "pending"),
+        (ExecutionStatus.RUNNING, 1, 1, "running"),
+        (ExecutionStatus.SUSPENDED, 1, 1, "success"),
+        (ExecutionStatus.SUSPENDED, 1, 2, "pending"),
+        (ExecutionStatus.RESUMING, 2, 2, "running"),
+        (ExecutionStatus.COMPLETED, 2, 1, "success"),
+        (ExecutionStatus.COMPLETED, 2, 2, "success"),
+        (ExecutionStatus.ERROR, 2, 2, "error"),
+        # A cancel moves the epoch on: the run it ended is the one before.
+        (ExecutionStatus.CANCELLED, 2, 1, "interrupted"),
+        (ExecutionStatus.CANCELLED, 3, 1, "success"),
+    ],
+)
+def test_run_status(status: ExecutionStatus, epoch: int, run: int, expected: str) -> None:
+    assert run_status(at(status, epoch), run) == expected
+
+
+def test_a_run_is_done_at_a_later_suspension_or_the_end() -> None:
+    assert not segment_done(at(ExecutionStatus.SUSPENDED, 1, suspension(1)), 2)
+    assert segment_done(at(ExecutionStatus.SUSPENDED, 2, suspension(2)), 2)
+    assert segment_done(at(ExecutionStatus.CANCELLED, 1), 2)
+    assert not segment_done(at(ExecutionStatus.SUSPENDED, 2, suspension(2)), None)
+
+
+def test_a_waiting_run_answers_its_state_and_the_raw_interrupt() -> None:
+    execution = at(ExecutionStatus.SUSPENDED, 1, suspension(1, "ok?", {"messages": ["m"]}))
+    assert result_of(execution) == {
+        "messages": ["m"],
+        "__interrupt__": [{"value": "ok?", "id": "i-1"}],
+    }
+
+
+def test_a_failed_run_answers_its_error_and_a_finished_one_its_result() -> None:
+    failed = at(ExecutionStatus.ERROR, 1, error={"error_type": "Boom", "message": "it broke"})
+    assert result_of(failed) == {"__error__": {"error": "Boom", "message": "it broke"}}
+    done = at(ExecutionStatus.COMPLETED, 2, result={"messages": [], "decision": "approve"})
+    assert result_of(done) == {"messages": [], "decision": "approve"}
+
+
+def test_input_messages_in_every_form_the_client_sends() -> None:
+    given = agent_input(
+        {
+            "messages": [
+                {"role": "user", "content": "a"},
+                {"type": "ai", "content": "b"},
+                ["human", "c"],
+            ]
+        }
+    )
+    assert given == AgentInput.model_validate(
+        {
+            "messages": [
+                {"role": "user", "content": "a"},
+                {"role": "assistant", "content": "b"},
+                {"role": "user", "content": "c"},
+            ]
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "slug"),
+    [
+        ({"question": "x"}, "unsupported-input"),
+        ("hello", "unsupported-input"),
+        ({"messages": []}, "empty-messages"),
+        ({"messages": [{"role": "user", "content": "  "}]}, "blank-message"),
+        ({"messages": [{"role": "tool", "content": "x"}]}, "invalid-request"),
+        ({"messages": [{"role": "user", "content": ["block"]}]}, "invalid-request"),
+    ],
+)
+def test_input_refusals_name_their_problem(value: Any, slug: str) -> None:
+    with pytest.raises(Problem) as refused:
+        agent_input(value)
+    assert refused.value.problem_status == 400
+    assert refused.value.problem_type == slug
+
+
+def test_resume_as_a_word_a_body_a_decision_list_or_keyed_by_interrupt() -> None:
+    assert review_answer({"resume": "approve"}, ["i-1"]).decision == "approve"
+    body = review_answer({"resume": {"decision": "reject", "reviewer_notes": "no"}}, ["i-1"])
+    assert (body.decision, body.reviewer_notes) == ("reject", "no")
+    listed = review_answer({"resume": {"decisions": [{"type": "approve"}]}}, ["i-1"])
+    assert listed.decisions is not None and listed.decisions[0].type == "approve"
+    keyed = review_answer({"resume": {"i-2": {"decision": "approve"}}}, ["i-1", "i-2"])
+    assert (keyed.decision, keyed.interrupt_id) == ("approve", "i-2")
+
+
+@pytest.mark.parametrize(
+    ("command", "slug"),
+    [
+        ({"resume": {"i-1": "approve", "i-2": "reject"}}, "one-interrupt-per-resume"),
+        ({"resume": {"decisoin": "approve"}}, "invalid-request"),
+        ({"resume": 3}, "invalid-request"),
+        ({"goto": "node"}, "unsupported-option"),
+        ({}, "invalid-request"),
+        ({"resume": "approve", "extra": 1}, "invalid-request"),
+    ],
+)
+def test_resume_refusals(command: dict[str, Any], slug: str) -> None:
+    with pytest.raises(Problem) as refused:
+        review_answer(command, ["i-1", "i-2"])
+    assert refused.value.problem_status == 400
+    assert refused.value.problem_type == slug
+
+
+def test_a_run_body_needs_an_input_or_a_command_and_refuses_what_it_cannot_honour() -> None:
+    with pytest.raises(Problem):
+        run_request({"assistant_id": "a"})
+    with pytest.raises(Problem):
+        run_request({"assistant_id": "a", "input": {}, "command": {"resume": "x"}})
+    for option in (
+        {"interrupt_before": ["n"]},
+        {"webhook": "http://x"},
+        {"config": {"recursion_limit": 3}},
+        {"multitask_strategy": "enqueue"},
+        {"on_disconnect": "cancel"},
+    ):
+        with pytest.raises(Problem) as refused:
+            refuse_unsupported(RunRequest.model_validate({"assistant_id": "a", **option}))
+        assert refused.value.problem_type == "unsupported-option"
+    # What the client sends by default passes.
+    refuse_unsupported(
+        RunRequest.model_validate(
+            {"assistant_id": "a", "config": {}, "multitask_strategy": "reject", "durability": "x"}
+        )
+    )
+    with pytest.raises(Problem) as unknown:
+        RunRequest.model_validate({"assistant_id": "a", "stream_mode": ["events"]}).modes()
+    assert "events" in str(unknown.value)
