@@ -42,6 +42,8 @@ class DecisionOutcome:
     approvals: list[Approval]
     """The approvals of this answer that count (several owners required), or none."""
     approvals_required: int
+    judged: Execution
+    """The execution as the answer was judged against it (before the decision applies)."""
     discounted: list[str] = field(default_factory=list)
     """Approvals of this answer that no longer count (a key revoked since), each with why."""
 

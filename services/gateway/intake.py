@@ -258,7 +258,7 @@ class Intake:
         if reviewer is not None:
             check_may_decide(reviewer, execution, rules, answer)
         needed = rules.approvals_for([a.name for r in reviews_of(execution) for a in r.actions])
-        outcome = DecisionOutcome(resolution, suspension_id, None, [], needed)
+        outcome = DecisionOutcome(resolution, suspension_id, None, [], needed, execution)
         if needed > 1 and approving(answer):
             approval = approval_of(execution, suspension_id, answer, resolution, reviewer)
             approvers, discounted = await self._approvals_with(approval, reviewer)

@@ -151,20 +151,23 @@ def test_input_refusals_name_their_problem(value: Any, slug: str) -> None:
 
 
 def test_resume_as_a_word_a_body_a_decision_list_or_keyed_by_interrupt() -> None:
-    assert review_answer({"resume": "approve"}, ["i-1"]).decision == "approve"
-    body = review_answer({"resume": {"decision": "reject", "reviewer_notes": "no"}}, ["i-1"])
+    assert review_answer({"resume": "approve"}).decision == "approve"
+    body = review_answer({"resume": {"decision": "reject", "reviewer_notes": "no"}})
     assert (body.decision, body.reviewer_notes) == ("reject", "no")
-    listed = review_answer({"resume": {"decisions": [{"type": "approve"}]}}, ["i-1"])
+    listed = review_answer({"resume": {"decisions": [{"type": "approve"}]}})
     assert listed.decisions is not None and listed.decisions[0].type == "approve"
-    keyed = review_answer({"resume": {"i-2": {"decision": "approve"}}}, ["i-1", "i-2"])
+    keyed = review_answer({"resume": {"i-2": {"decision": "approve"}}})
     assert (keyed.decision, keyed.interrupt_id) == ("approve", "i-2")
+    # A map with no field of the resume body is keyed by interrupt ids (judged when decided).
+    misspelt = review_answer({"resume": {"decisoin": "approve"}})
+    assert (misspelt.decision, misspelt.interrupt_id) == ("approve", "decisoin")
 
 
 @pytest.mark.parametrize(
     ("command", "slug"),
     [
         ({"resume": {"i-1": "approve", "i-2": "reject"}}, "one-interrupt-per-resume"),
-        ({"resume": {"decisoin": "approve"}}, "invalid-request"),
+        ({"resume": {"decision": "approve", "decisoin": "x"}}, "invalid-request"),
         ({"resume": 3}, "invalid-request"),
         ({"goto": "node"}, "unsupported-option"),
         ({}, "invalid-request"),
@@ -173,7 +176,7 @@ def test_resume_as_a_word_a_body_a_decision_list_or_keyed_by_interrupt() -> None
 )
 def test_resume_refusals(command: dict[str, Any], slug: str) -> None:
     with pytest.raises(Problem) as refused:
-        review_answer(command, ["i-1", "i-2"])
+        review_answer(command)
     assert refused.value.problem_status == 400
     assert refused.value.problem_type == slug
 

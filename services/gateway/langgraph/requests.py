@@ -171,13 +171,18 @@ class Command(BaseModel):
     goto: Any = None
 
 
-def review_answer(command: dict[str, Any], pending: list[str]) -> ReviewAnswer:
+ANSWER_FIELDS = frozenset(ResumeRequest.model_fields)
+
+
+def review_answer(command: dict[str, Any]) -> ReviewAnswer:
     """``command.resume`` as the answer the resume route takes, judged by the same rules after:
 
     - a decision word, ``"approve"``, or the resume body, ``{"decision": "approve",
       "reviewer_notes": "..."}`` (an agent's own interrupt);
     - ``{"decisions": [...]}`` for LangChain's HumanInTheLoopMiddleware, one per action in order;
-    - either of those keyed by the id of the pending interrupt it answers.
+    - either of those keyed by the id of the pending interrupt it answers: a map none of whose
+      keys is a field of the resume body (the decision names an interrupt that is not pending
+      is refused when it is judged, like the resume route's ``interrupt_id``).
     """
     parsed = json_object(command, Command, required=True)
     if parsed.update is not None or parsed.goto is not None:
@@ -189,10 +194,10 @@ def review_answer(command: dict[str, Any], pending: list[str]) -> ReviewAnswer:
         raise Problem(
             400, "invalid-request", "Invalid request", "command.resume: the decision is required"
         )
-    return _answer(parsed.resume, pending, keyed=True)
+    return _answer(parsed.resume, keyed=True)
 
 
-def _answer(resume: Any, pending: list[str], *, keyed: bool) -> ReviewAnswer:
+def _answer(resume: Any, *, keyed: bool) -> ReviewAnswer:
     if isinstance(resume, str):
         resume = {"decision": resume}
     if not isinstance(resume, dict):
@@ -203,7 +208,7 @@ def _answer(resume: Any, pending: list[str], *, keyed: bool) -> ReviewAnswer:
             'command.resume: send a decision ("approve"), {"decision": ...} or'
             ' {"decisions": [...]}, optionally keyed by the interrupt id',
         )
-    if keyed and resume and set(resume) <= set(pending):
+    if keyed and resume and not set(resume) & ANSWER_FIELDS:
         if len(resume) > 1:
             raise Problem(
                 400,
@@ -213,7 +218,7 @@ def _answer(resume: Any, pending: list[str], *, keyed: bool) -> ReviewAnswer:
                 " by its id), or all with one unkeyed decision",
             )
         ((interrupt_id, value),) = resume.items()
-        answer = _answer(value, pending, keyed=False)
+        answer = _answer(value, keyed=False)
         return answer.model_copy(update={"interrupt_id": interrupt_id})
     body = json_object(resume, ResumeRequest, required=True)
     return ReviewAnswer(**body.model_dump())

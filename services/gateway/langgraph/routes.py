@@ -158,8 +158,11 @@ def build_langgraph_router(
             raise unsupported("supersteps and ttl: a thread starts empty and is kept")
         metadata = {**asked.metadata, **({"graph_id": asked.graph_id} if asked.graph_id else {})}
         scope = scope_of(project_id, workspace_id)
-        record = await service.create_thread(scope, asked.thread_id, metadata, asked.if_exists)
-        execution = await service.execution_of(scope, record.thread_id)
+        record, created = await service.create_thread(
+            scope, asked.thread_id, metadata, asked.if_exists
+        )
+        # A thread just created has run nothing yet: no read of its execution.
+        execution = None if created else await service.execution_of(scope, record.thread_id)
         return ThreadView(record, execution).body()
 
     @router.post(

@@ -72,7 +72,7 @@ class LangGraphService:
         thread_id: str | None,
         metadata: dict[str, object],
         if_exists: str | None,
-    ) -> ThreadRecord:
+    ) -> tuple[ThreadRecord, bool]:
         record = ThreadRecord(
             project_id=scope.project_id,
             workspace_id=scope.workspace_id,
@@ -88,7 +88,7 @@ class LangGraphService:
                 f"thread {record.thread_id} exists already (send if_exists='do_nothing' to"
                 " get it back)",
             )
-        return stored
+        return stored, created
 
     async def thread(self, scope: Scope, thread_id: str) -> ThreadRecord:
         record = await self._store.threads.get(scope.project_id, thread_id)
@@ -195,7 +195,7 @@ class LangGraphService:
         that does not exist is created for a stateless run or when asked
         (``if_not_exists='create'``)."""
         if stateless or body.if_not_exists == "create":
-            record = await self.create_thread(
+            record, _ = await self.create_thread(
                 scope, thread_id, body.metadata or {}, if_exists="do_nothing"
             )
         else:
@@ -240,29 +240,29 @@ class LangGraphService:
         headers: dict[str, str],
     ) -> StartedRun:
         require_role(key, "resuming a run", (Role.OWNER,))
-        execution = await self.execution_of(scope, record.thread_id)
-        if execution is None:
+        assert body.command is not None
+        answer = review_answer(body.command)
+        reviewer: Reviewer = key.as_reviewer()
+        try:
+            # Intake reads the execution it judges the answer against: no read of ours first.
+            outcome = await self._intake.decide(
+                project_id=scope.project_id,
+                workspace_id=scope.workspace_id,
+                execution_id=self.execution_id(scope, record.thread_id),
+                answer=answer,
+                reviewer=reviewer,
+                headers=headers,
+            )
+        except ExecutionNotFound:
             raise Problem(
                 409,
                 "not-suspended",
                 "Execution is not suspended",
                 f"thread {record.thread_id} has no run to resume: start it with an input",
-            )
-        pending = list(execution.suspension.interrupt_ids) if execution.suspension else []
-        assert body.command is not None
-        answer = review_answer(body.command, pending)
-        reviewer: Reviewer = key.as_reviewer()
-        outcome = await self._intake.decide(
-            project_id=scope.project_id,
-            workspace_id=scope.workspace_id,
-            execution_id=execution.execution_id,
-            answer=answer,
-            reviewer=reviewer,
-            headers=headers,
-        )
-        # The execution as read before the decision: its run is the next epoch, pending until
-        # the orchestrator applies the decision (a waiter hears that).
-        return StartedRun(record, execution, outcome.suspension_id + 1)
+            ) from None
+        # The execution as judged, before the decision: its run is the next epoch, pending
+        # until the orchestrator applies the decision (a waiter hears that).
+        return StartedRun(record, outcome.judged, outcome.suspension_id + 1)
 
     async def run_of(
         self, scope: Scope, thread_id: str, run: str
