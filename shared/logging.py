@@ -20,8 +20,17 @@ def configure_logging(service: str, *, level: str = "info", fmt: str = "auto") -
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer()
         if use_json
-        # Colours only for a terminal: a file or a pipe would get raw escape codes.
-        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+        # Colours only for a terminal: a file or a pipe would get raw escape codes. Rich's
+        # tracebacks only there too: rendering one with its locals took seconds, on the event
+        # loop, while a test's gateway in the same loop could not accept a connection.
+        else structlog.dev.ConsoleRenderer(
+            colors=sys.stderr.isatty(),
+            exception_formatter=(
+                structlog.dev.RichTracebackFormatter(show_locals=False)
+                if sys.stderr.isatty()
+                else structlog.dev.plain_traceback
+            ),
+        )
     )
     shared_processors: list[structlog.typing.Processor] = [
         structlog.contextvars.merge_contextvars,

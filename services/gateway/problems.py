@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+import anyio
 import structlog
 from aiokafka.errors import KafkaError
 from fastapi import FastAPI, Request
@@ -160,12 +161,24 @@ def unavailable_at(path: str, exc: BaseException) -> JSONResponse:
     )
 
 
+def client_gone(exc: BaseException) -> bool:
+    """Is this only a client that went away mid-response (anyio's stream to it closed)?"""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(client_gone(inner) for inner in exc.exceptions)
+    return isinstance(exc, anyio.BrokenResourceError | anyio.ClosedResourceError)
+
+
 def error_response(request: Request, exc: Exception) -> JSONResponse:
     """The problem document of any error: a transient failure is a 503, an ``InterlockError``
     answers with the problem it carries, and anything else (or an error that carries no problem
     of its own, a 500) is a bug, logged and never described to the client."""
     if is_transient(exc):
         return unavailable_at(request.url.path, exc)
+    if client_gone(exc):
+        # A stream's client closed it while an event or a keep-alive was being sent: nobody is
+        # left to answer, and nothing went wrong on this side.
+        log.info("request.client_gone", path=request.url.path)
+        return problem_response(request, 499, "client-closed", "Client closed", "gone")
     if not isinstance(exc, InterlockError) or exc.problem_status >= 500:
         log.error("request.failed", path=request.url.path, exc_info=exc)
         return problem_response(

@@ -167,3 +167,15 @@ async def test_a_dependency_that_failed_is_a_503_with_retry_after(
         assert response.status_code == 503
         assert response.headers["retry-after"] == "5"
         assert response.json()["type"] == TYPE_BASE + "service-unavailable"
+
+
+def test_a_client_gone_mid_stream_is_not_a_server_error() -> None:
+    import anyio
+
+    from services.gateway.problems import client_gone
+
+    # What an SSE response raises when its client closed the stream during a send.
+    assert client_gone(ExceptionGroup("unhandled errors", [anyio.BrokenResourceError()]))
+    assert client_gone(anyio.ClosedResourceError())
+    assert not client_gone(ExceptionGroup("mixed", [anyio.BrokenResourceError(), ValueError()]))
+    assert not client_gone(RuntimeError("a bug"))
