@@ -124,10 +124,18 @@ async def middleware_flow(target: Target) -> None:
     assert any("reviewed@example.com" in m for m in tool_results), done["messages"]
 
 
+async def drained(stream: Any) -> list[Any]:
+    return [part async for part in stream]
+
+
 async def stream_flow(target: Target) -> None:
-    """``runs.stream`` of a run up to its interrupt, then of the resumed run to its end."""
+    """``runs.stream`` of a run up to its interrupt, then of the resumed run to its end; a
+    refused one is a problem document, not a broken stream."""
     client = target.client()
     thread_id = (await client.threads.create())["thread_id"]
+    problem = await refused(drained(client.runs.stream(thread_id, REFUND)), 400)
+    assert "input" in problem["detail"], problem
+    await refused(drained(client.runs.stream("no-such-thread", REFUND, input=REFUND_INPUT)), 404)
     parts = [
         part
         async for part in client.runs.stream(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -17,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from services.gateway.auth import ANY_ROLE, access
 from services.gateway.bodies import api_router, json_object
+from services.gateway.feed import Watch
 from services.gateway.langgraph.requests import RunRequest, run_request, unsupported
 from services.gateway.langgraph.service import (
     WAIT_SECONDS,
@@ -86,6 +88,15 @@ class AssistantSearch(BaseModel):
     sort_by: str | None = None
     sort_order: str | None = None
     select: list[str] | None = None
+
+
+@dataclass(frozen=True)
+class StreamStart:
+    """A streamed run, started, with the watch that hears it."""
+
+    watch: Watch
+    started: StartedRun
+    modes: list[str]
 
 
 def assistant_body(spec: AgentSpec) -> dict[str, Any]:
@@ -262,11 +273,20 @@ def build_langgraph_router(
         response.headers["Location"] = f"{run_path(started)}/join"
         return result_of(execution)
 
-    async def stream_run(
-        request: Request, scope: Scope, thread_id: str | None, raw: Any, key: ApiKey
-    ) -> AsyncIterator[ServerSentEvent]:
+    async def stream_start(
+        request: Request,
+        project_id: Identifier,
+        workspace_id: Identifier,
+        raw: RawBody = None,
+        key: ApiKey = anyone,
+    ) -> AsyncIterator[StreamStart]:
+        """The run a stream follows, started before the response begins: a refusal (a bad body,
+        a missing thread, a decision refused) is still a problem document, not a broken stream.
+        The watch outlives the dependency's start and ends with the response."""
+        thread_id = request.path_params.get("thread_id")
         body = run_request(raw)
         modes = body.modes()
+        scope = scope_of(project_id, workspace_id)
         thread = thread_id or str(uuid.uuid4())
         async with service.watching(scope, thread) as watch:
             started = await service.start(
@@ -277,16 +297,28 @@ def build_langgraph_router(
                 within_limits(request.headers.items()),
                 stateless=thread_id is None,
             )
-            messages = Messages(run_id(started.execution.execution_id, started.epoch), modes)
+            yield StreamStart(watch, started, modes)
 
-            async def reread() -> Execution:
-                return await service.reread(started.execution)
+    starting = Depends(stream_start)
 
-            events = run_events(
-                watch, started.execution, started.epoch, thread, messages, reread, WAIT_SECONDS
-            )
-            async for event in events:
-                yield event
+    async def stream_run(start: StreamStart) -> AsyncIterator[ServerSentEvent]:
+        started = start.started
+        messages = Messages(run_id(started.execution.execution_id, started.epoch), start.modes)
+
+        async def reread() -> Execution:
+            return await service.reread(started.execution)
+
+        events = run_events(
+            start.watch,
+            started.execution,
+            started.epoch,
+            started.thread.thread_id,
+            messages,
+            reread,
+            WAIT_SECONDS,
+        )
+        async for event in events:
+            yield event
 
     @router.post(f"{PREFIX}/threads/{{thread_id}}/runs", tags=TAGS, openapi_extra=RUN_BODY)
     async def create_thread_run(
@@ -354,14 +386,11 @@ def build_langgraph_router(
         project_id: Identifier,
         workspace_id: Identifier,
         thread_id: Identifier,
-        raw: RawBody = None,
-        key: ApiKey = anyone,
+        start: StreamStart = starting,
     ) -> AsyncIterator[ServerSentEvent]:
         """Start a run and stream it (``stream_mode``: values, updates, messages,
         messages-tuple)."""
-        async for event in stream_run(
-            request, scope_of(project_id, workspace_id), thread_id, raw, key
-        ):
+        async for event in stream_run(start):
             yield event
 
     @router.post(
@@ -371,13 +400,9 @@ def build_langgraph_router(
         response_class=EventSourceResponse,
     )
     async def stream_stateless_run(
-        request: Request,
-        project_id: Identifier,
-        workspace_id: Identifier,
-        raw: RawBody = None,
-        key: ApiKey = anyone,
+        project_id: Identifier, workspace_id: Identifier, start: StreamStart = starting
     ) -> AsyncIterator[ServerSentEvent]:
-        async for event in stream_run(request, scope_of(project_id, workspace_id), None, raw, key):
+        async for event in stream_run(start):
             yield event
 
     @router.get(f"{PREFIX}/threads/{{thread_id}}/runs/{{run}}", tags=TAGS)
