@@ -114,12 +114,26 @@ def test_smoke_run_writes_every_figure_from_its_own_measurements(
     assert summary["figures"]["backlog"]["held_peak"] <= summary["figures"]["backlog"]["buffer"]
 
     # Each summary figure of executions is backed by raw executions with their times.
-    executions = [e for entry in raw if entry["figure"] != "backlog" for e in entry["executions"]]
+    own_shape = ("backlog", "sdk-workload")
+    executions = [
+        e for entry in raw if entry["figure"] not in own_shape for e in entry["executions"]
+    ]
     completed = [e for e in executions if e["status"] == "completed"]
     assert completed and all(e["resumed_at"] and e["decided_at"] for e in completed)
     assert {t["name"] for t in summary["targets"]} and set(summary["ratios"]) == set(PEERS)
+
+    # Section 12: both servers ran the langgraph-sdk workload, every run timed by the client.
+    sdk = summary["figures"]["sdk_workload"]
+    for system, name in (("interlock", "interlock"), ("agent_server", "agent-server")):
+        [runs] = [e for e in raw if e["figure"] == "sdk-workload" and e["system"] == name]
+        assert len(runs["sequential"]) == sdk[system]["sequential"]["completed"] > 0, system
+        assert len(runs["concurrent"]) == sdk[system]["concurrent"]["completed"] > 0, system
+        for run in runs["sequential"] + runs["concurrent"]:
+            assert run["error"] is None
+            assert run["started"] < run["interrupted"] <= run["resumed"] < run["completed"]
 
     page = docs.read_text()
     assert "## Targets" in page and "## 6." not in page  # smoke mode does not profile
     assert "## 7. The store" in page and "## 8. History growth" in page
     assert f"{one['per_second']:,.2f}" in page
+    assert "## 12. One langgraph-sdk workload" in page
