@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from pydantic import BaseModel, ConfigDict, Field
 
-from services.gateway.auth import ANY_ROLE, access
+from services.gateway.auth import ANY_ROLE, WRITERS, access, require_role
 from services.gateway.bodies import api_router, json_object
 from services.gateway.feed import Watch
 from services.gateway.langgraph.requests import RunRequest, run_request, unsupported
@@ -25,7 +25,6 @@ from services.gateway.langgraph.service import (
     LangGraphService,
     Scope,
     StartedRun,
-    require_role,
 )
 from services.gateway.langgraph.streaming import Messages, run_events
 from services.gateway.langgraph.views import (
@@ -41,7 +40,7 @@ from shared.agents import AgentRegistry, AgentSpec
 from shared.custom_headers import within_limits
 from shared.domain.execution import Execution
 from shared.events import Identifier
-from shared.store.api_keys import ApiKey, ApiKeys, Role
+from shared.store.api_keys import ApiKey, ApiKeys
 
 PREFIX = "/langgraph/projects/{project_id}/workspaces/{workspace_id}"
 TAGS: list[str | Any] = ["langgraph"]
@@ -163,7 +162,7 @@ def build_langgraph_router(
         project_id: Identifier, workspace_id: Identifier, raw: RawBody = None, key: ApiKey = anyone
     ) -> dict[str, Any]:
         """A new thread (its run starts with ``runs.create`` and an input)."""
-        require_role(key, "creating a thread", (Role.OWNER, Role.MEMBER))
+        require_role(key, "creating a thread", WRITERS)
         asked = json_object(raw, ThreadCreate, required=False)
         if asked.supersteps is not None or asked.ttl is not None:
             raise unsupported("supersteps and ttl: a thread starts empty and is kept")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from services.gateway.auth import OWNERS, WRITERS, require_role
 from services.gateway.errors import ExecutionNotFound, IdempotencyKeyReused
 from services.gateway.feed import ExecutionFeed, Watch
 from services.gateway.intake import Intake, execution_id_for
@@ -27,7 +28,7 @@ from services.gateway.langgraph.views import (
 from services.gateway.problems import Problem
 from shared.domain.execution import Execution, ExecutionStatus
 from shared.domain.principals import Reviewer
-from shared.store.api_keys import ApiKey, Role
+from shared.store.api_keys import ApiKey
 from shared.store.ports import Store
 from shared.store.threads import ThreadRecord
 
@@ -212,7 +213,7 @@ class LangGraphService:
         key: ApiKey,
         headers: dict[str, str],
     ) -> StartedRun:
-        require_role(key, "starting a run", (Role.OWNER, Role.MEMBER))
+        require_role(key, "starting a run", WRITERS)
         given = agent_input(body.input)
         try:
             execution = await self._intake.invoke(
@@ -239,7 +240,7 @@ class LangGraphService:
         key: ApiKey,
         headers: dict[str, str],
     ) -> StartedRun:
-        require_role(key, "resuming a run", (Role.OWNER,))
+        require_role(key, "resuming a run", OWNERS)
         assert body.command is not None
         answer = review_answer(body.command)
         reviewer: Reviewer = key.as_reviewer()
@@ -324,26 +325,13 @@ class LangGraphService:
         return execution
 
     async def cancel(self, scope: Scope, execution: Execution, key: ApiKey) -> Execution:
-        require_role(key, "cancelling a run", (Role.OWNER, Role.MEMBER))
+        require_role(key, "cancelling a run", WRITERS)
         return await self._intake.cancel(
             project_id=scope.project_id,
             workspace_id=scope.workspace_id,
             execution_id=execution.execution_id,
             reason="cancelled through the LangGraph API",
             requested_by=key.principal,
-        )
-
-
-def require_role(key: ApiKey, action: str, roles: tuple[Role, ...]) -> None:
-    """The role check of the matching Interlock route, made once the body says what is asked."""
-    if key.role not in roles:
-        allowed = " or ".join(r.value for r in roles)
-        raise Problem(
-            403,
-            "forbidden-role",
-            "Role not allowed",
-            f"{action} requires {allowed}; this key has {key.role.value}",
-            required_roles=[r.value for r in roles],
         )
 
 
