@@ -205,3 +205,17 @@ def test_a_run_body_needs_an_input_or_a_command_and_refuses_what_it_cannot_honou
     with pytest.raises(Problem) as unknown:
         RunRequest.model_validate({"assistant_id": "a", "stream_mode": ["events"]}).modes()
     assert "events" in str(unknown.value)
+
+
+async def test_cancelling_a_run_needs_an_owner_as_the_cancel_route_does() -> None:
+    from types import SimpleNamespace
+
+    from services.gateway.langgraph.service import LangGraphService, Scope
+    from shared.store.api_keys import ApiKey, Role
+
+    member = ApiKey(key_id="k", project_id="p1", role=Role.MEMBER, name="m", secret_hash="h")
+    service = LangGraphService(SimpleNamespace(), SimpleNamespace(), SimpleNamespace())  # type: ignore[arg-type]
+    with pytest.raises(Problem) as refused:
+        await service.cancel(Scope("p1", "w1"), pending(), member)
+    assert refused.value.problem_status == 403
+    assert refused.value.problem_type == "forbidden-role"

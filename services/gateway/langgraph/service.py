@@ -325,7 +325,7 @@ class LangGraphService:
         return execution
 
     async def cancel(self, scope: Scope, execution: Execution, key: ApiKey) -> Execution:
-        require_role(key, "cancelling a run", WRITERS)
+        require_role(key, "cancelling a run", OWNERS)
         return await self._intake.cancel(
             project_id=scope.project_id,
             workspace_id=scope.workspace_id,
