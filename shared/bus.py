@@ -72,6 +72,18 @@ def carried_headers() -> dict[str, str]:
     return dict(_carried.get() or {})
 
 
+_delivery: contextvars.ContextVar[Delivery | None] = contextvars.ContextVar(
+    "interlock_delivery", default=None
+)
+
+
+def current_delivery() -> Delivery | None:
+    """The message being handled, as it arrived (bytes and headers), or None outside one: for
+    the one handler that must see what the decoded event cannot show, who signed it
+    (shared/senders.py)."""
+    return _delivery.get()
+
+
 class EventPublisher(Protocol):
     async def publish(
         self, event: BaseModel, topic: str, *, key: str, headers: dict[str, str] | None = None
@@ -235,6 +247,7 @@ class Consumer(Generic[E]):
             span.set_attribute("interlock.execution_id", event.execution_id)
             span.set_attribute("interlock.event_id", event.event_id)
             token = _carried.set(carried(delivery.headers))
+            delivery_token = _delivery.set(delivery)
             try:
                 with structlog.contextvars.bound_contextvars(
                     execution_id=event.execution_id,
@@ -244,6 +257,7 @@ class Consumer(Generic[E]):
                 ):
                     await self._run(event, record, delivery.body, where, started)
             finally:
+                _delivery.reset(delivery_token)
                 _carried.reset(token)
 
     async def _run(

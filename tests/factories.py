@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from shared import senders
 from shared.domain.execution import Execution, ExecutionStatus, Suspension, new_pending_execution
 from shared.events import (
     AgentInput,
@@ -13,8 +16,16 @@ from shared.events import (
     ReportOutcome,
     utc_now,
 )
+from shared.senders import DEVELOPMENT_KEY_ID, GatewaySender, MessageSigner
 
 SCOPE = {"project_id": "proj-1", "workspace_id": "ws-1"}
+GATEWAY = GatewaySender(DEVELOPMENT_KEY_ID)
+"""The sender of what the gateway published (its decisions are signed; see shared/senders.py)."""
+
+
+def gateway_signer() -> MessageSigner:
+    """The development gateway key every process trusts outside production."""
+    return senders.gateway_signer(None, environment="development")
 
 
 def requested(execution_id: str = "exec-1", agent: str = "refund-approval") -> ExecutionRequested:
@@ -74,3 +85,21 @@ def suspended(execution_id: str = "exec-1", allowed: list[str] | None = None) ->
             ),
         }
     )
+
+
+def outside_producer(
+    folder: Path,
+    *,
+    name: str = "billing-bot",
+    role: str = "PROJECT_OWNER",
+    projects: tuple[str, ...] = ("demo",),
+) -> tuple[Path, MessageSigner]:
+    """A producers file registering one outside producer, and that producer's signer (what
+    ``interlock keys producer-key`` gives an operator)."""
+    private, public = senders.new_key_pair()
+    path = folder / f"producers-{name}.toml"
+    listed = ", ".join(f'"{p}"' for p in projects)
+    path.write_text(
+        f'[producers.{name}]\npublic_key = "{public}"\nrole = "{role}"\nprojects = [{listed}]\n'
+    )
+    return path, MessageSigner.for_producer(name, private)

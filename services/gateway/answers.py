@@ -1,35 +1,21 @@
-"""A reviewer's answer, judged before anything is stored or published: may this reviewer give
-it, does it approve, which approvals count together, and what an answer that came too late is
-told about the decision that took the suspension. Pure, no I/O: ``Intake.decide`` reads and
-writes around these."""
+"""What the gateway makes of a judged answer (the rules themselves are in
+``shared/domain/judging.py``): what it resolves, the decision event it publishes, and what an
+answer that came too late is told about the decision that took the suspension. Pure, no I/O:
+``Intake.decide`` reads and writes around these."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel
-
 from services.gateway.errors import DecisionConflict
-from shared.agents import ReviewRules
 from shared.domain.decisions import NotSuspended, resolve_decision
 from shared.domain.execution import Execution
-from shared.domain.principals import Reviewer, check_link_approval, check_reviewer
+from shared.domain.judging import ReviewAnswer as ReviewAnswer
+from shared.domain.principals import Reviewer
 from shared.domain.review import Resolution
-from shared.events import ActionDecision, DecisionSubmitted
+from shared.events import DecisionSubmitted
 from shared.store.approvals import Approval
-
-
-class ReviewAnswer(BaseModel):
-    """A reviewer's answer as the API takes it (see services/gateway/schemas.ResumeRequest)."""
-
-    decision: str | None = None
-    decisions: list[ActionDecision] | None = None
-    interrupt_id: str | None = None
-    generation: int | None = None
-    reviewer_notes: str | None = None
 
 
 @dataclass(frozen=True)
@@ -60,23 +46,6 @@ class DecisionOutcome:
     def approvals_missing(self) -> int:
         """How many more approvals the decision needs before it is published."""
         return max(0, self.approvals_required - self.approvals_counted) if self.awaiting else 0
-
-
-def approving(answer: ReviewAnswer) -> bool:
-    """Does the answer let something run? A rejection (of everything) acts at once."""
-    if answer.decisions is not None:
-        return any(d.type != "reject" for d in answer.decisions)
-    return (answer.decision or "").strip().casefold() != "reject"
-
-
-def answer_key(answer: ReviewAnswer, resolution: Resolution) -> str:
-    """Approvals count together when they say the same thing; notes may differ."""
-    said = {
-        "interrupts": sorted(resolution.values),
-        "decision": resolution.summary if answer.decisions is None else None,
-        "decisions": [d.model_dump() for d in answer.decisions or []],
-    }
-    return hashlib.sha256(json.dumps(said, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def resolve(execution: Execution, answer: ReviewAnswer) -> Resolution:
@@ -135,42 +104,6 @@ def conflict_with(taken: DecisionSubmitted, suspension_id: int) -> DecisionConfl
         f"suspension {suspension_id} already has a decision: {said}"
         f" (decision {taken.decision_id}, by {who})",
         winner(taken.decision_id, said, taken.decisions, taken.reviewer),
-    )
-
-
-def check_may_decide(
-    reviewer: Reviewer, execution: Execution, rules: ReviewRules, answer: ReviewAnswer
-) -> None:
-    """Separation of duties: raise SeparationOfDuties when ``reviewer`` may not give ``answer``."""
-    check_reviewer(
-        reviewer,
-        agent=execution.agent,
-        self_approval=rules.self_approval,
-        requester_identity=execution.requester_identity,
-        requester_label=execution.requested_by,
-    )
-    if approving(answer):
-        check_link_approval(reviewer, agent=execution.agent, link_approvals=rules.link_approvals)
-
-
-def approval_of(
-    execution: Execution,
-    suspension_id: int,
-    answer: ReviewAnswer,
-    resolution: Resolution,
-    reviewer: Reviewer | None,
-) -> Approval:
-    """The approval ``answer`` gives toward a decision that needs several."""
-    return Approval(
-        execution_id=execution.execution_id,
-        generation=suspension_id,
-        reviewer=reviewer.label if reviewer else "anonymous",
-        identity=reviewer.identity if reviewer else None,
-        key_id=reviewer.key_id if reviewer else None,
-        via_link=reviewer.via_link if reviewer else False,
-        answer_key=answer_key(answer, resolution),
-        summary=resolution.summary,
-        reviewer_notes=answer.reviewer_notes,
     )
 
 

@@ -6,6 +6,7 @@ import time. Tests may pass a store and a publisher to run without infrastructur
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -38,6 +39,7 @@ from shared.health import HealthServer, health_server
 from shared.kafka_listener import KafkaListener
 from shared.kafka_security import client_options
 from shared.logging import configure_logging
+from shared.senders import MessageSigner, gateway_signer
 from shared.settings import CommonSettings
 from shared.store.agent_versions import AgentVersionCheck
 from shared.store.api_keys import Role, create_key
@@ -81,6 +83,11 @@ class GatewaySettings(CommonSettings):
     dev_api_key: str | None = None
     """Development only: an owner key of project ``demo`` created at start-up (``make dev``).
     Refused in any other environment."""
+    decision_signing_key: SecretStr | None = None
+    """``<key id>:<base64 of a 32-byte Ed25519 private key>``: signs every decision the gateway
+    publishes, so the orchestrator applies only decisions that passed the gateway's checks
+    (shared/senders.py). Only gateways hold it; the orchestrators hold its public half. Required
+    in production; elsewhere a well-known development key (``interlock keys decision-key``)."""
 
     @field_validator("trusted_proxies")
     @classmethod
@@ -106,7 +113,15 @@ class GatewaySettings(CommonSettings):
                 "INTERLOCK_DEV_API_KEY is a development bootstrap; it is refused in"
                 f" {self.environment!r}: create keys with `interlock keys create`"
             )
+        self.decision_signer  # noqa: B018 -- a missing or malformed key fails at start-up
         return self
+
+    @functools.cached_property
+    def decision_signer(self) -> MessageSigner:
+        key = self.decision_signing_key
+        return gateway_signer(
+            None if key is None else key.get_secret_value(), environment=self.environment
+        )
 
 
 def create_app(
@@ -277,6 +292,7 @@ def install_routes(
         publisher=sealing,
         topics=settings.topics,
         registry=registry,
+        signer=settings.decision_signer,
         agent_versions=AgentVersionCheck(
             store.agent_versions, ttl_seconds=settings.agent_versions_cache_seconds
         ),

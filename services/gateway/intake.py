@@ -22,9 +22,6 @@ from pydantic import BaseModel
 from services.gateway.answers import (
     DecisionOutcome,
     ReviewAnswer,
-    approval_of,
-    approving,
-    check_may_decide,
     conflict_with,
     decision_event,
     resolve,
@@ -34,16 +31,19 @@ from shared import tracing
 from shared.agents import AgentRegistry, ReviewRules
 from shared.bus import EventPublisher
 from shared.domain.cancellation import check_cancellable
-from shared.domain.decisions import reviews_of
 from shared.domain.execution import Execution, ExecutionStatus, new_pending_execution
+from shared.domain.judging import approval_of, approvals_required, approving, check_may_decide
 from shared.domain.principals import Reviewer
 from shared.events import (
     AgentInput,
     CancelRequested,
     DecisionSubmitted,
     ExecutionRequested,
+    encode_event,
     utc_now,
 )
+from shared.quorum import record_and_count
+from shared.senders import MessageSigner
 from shared.store.agent_versions import AgentVersionCheck
 from shared.store.approvals import Approval
 from shared.store.ports import Claim, Page, Store
@@ -98,12 +98,15 @@ class Intake:
         publisher: EventPublisher,
         topics: Topics,
         registry: AgentRegistry,
+        signer: MessageSigner,
         agent_versions: AgentVersionCheck | None = None,
     ) -> None:
         self._store = store
         self._publisher = BoundedPublisher(publisher)
         self._topics = topics
         self._registry = registry
+        # Every decision published is signed: the orchestrator applies no other (shared/senders).
+        self._signer = signer
         # The early 409 for changed agent code; the sandbox refuses such a resume anyway.
         self._agent_versions = agent_versions or AgentVersionCheck(store.agent_versions)
 
@@ -257,7 +260,7 @@ class Intake:
         rules = spec.review if spec is not None else ReviewRules()
         if reviewer is not None:
             check_may_decide(reviewer, execution, rules, answer)
-        needed = rules.approvals_for([a.name for r in reviews_of(execution) for a in r.actions])
+        needed = approvals_required(execution, rules)
         outcome = DecisionOutcome(resolution, suspension_id, None, [], needed, execution)
         if needed > 1 and approving(answer):
             approval = approval_of(execution, suspension_id, answer, resolution, reviewer)
@@ -273,9 +276,7 @@ class Intake:
                 return outcome
         event = decision_event(execution, suspension_id, answer, resolution, reviewer, outcome)
         await self._claim(event, suspension_id)
-        await self._publisher.publish(
-            event, self._topics.decisions, key=execution_id, headers=headers
-        )
+        await self._publish_decision(event, headers)
         log.info("decision.accepted", execution_id=execution_id, decision=resolution.summary)
         return replace(outcome, event=event)
 
@@ -283,11 +284,18 @@ class Intake:
         self, approval: Approval, reviewer: Reviewer | None
     ) -> tuple[list[Approval], list[str]]:
         """Record ``approval``; the approvals of the same answer that count, and why the others
-        no longer do."""
-        await self._store.approvals.record(approval)
-        everyone = await self._store.approvals.list(approval.execution_id, approval.generation)
-        same = [a for a in everyone if a.answer_key == approval.answer_key]
-        return await self._still_valid(same, just_checked=reviewer.key_id if reviewer else None)
+        no longer do (this request's own key was just checked)."""
+        just_checked = reviewer.key_id if reviewer else None
+        return await record_and_count(self._store, approval, just_checked=just_checked)
+
+    async def _publish_decision(
+        self, event: DecisionSubmitted, headers: dict[str, str] | None = None
+    ) -> None:
+        """Publish ``event`` signed: the signature covers the exact bytes the bus carries."""
+        signed = {**(headers or {}), **self._signer.headers(encode_event(event))}
+        await self._publisher.publish(
+            event, self._topics.decisions, key=event.execution_id, headers=signed
+        )
 
     async def _claim(self, event: DecisionSubmitted, suspension_id: int) -> None:
         """Take the suspension's one decision claim for ``event``, or raise DecisionConflict."""
@@ -295,29 +303,14 @@ class Intake:
             event.execution_id, suspension_id, Claim(event.decision_id, event.model_dump_json())
         )
         if holder.decision_id != event.decision_id:
-            # The winner's event may have been lost if its gateway died before publishing:
-            # publishing it again is harmless (the orchestrator applies a decision once).
             taken = DecisionSubmitted.model_validate_json(holder.payload)
-            await self._publisher.publish(taken, self._topics.decisions, key=event.execution_id)
+            if taken.claimed:
+                # A gateway's decision, whose event may have been lost if its gateway died
+                # before publishing: publishing it again is harmless (the orchestrator applies a
+                # decision once). A claim without ``claimed`` is one the orchestrator took for an
+                # outside producer's decision, which it holds already: never signed here.
+                await self._publish_decision(taken)
             raise conflict_with(taken, suspension_id)
-
-    async def _still_valid(
-        self, approvals: list[Approval], *, just_checked: str | None
-    ) -> tuple[list[Approval], list[str]]:
-        """Split approvals into those that still count and, for the others, why not: an API key
-        revoked (or deleted) since it approved no longer speaks for anyone. One key read per
-        other approving key (``just_checked`` authenticated this very request)."""
-        counted: list[Approval] = []
-        discounted: list[str] = []
-        for approval in approvals:
-            if approval.key_id is not None and approval.key_id != just_checked:
-                key = await self._store.api_keys.get(approval.key_id)
-                if key is None or key.revoked_at is not None:
-                    when = f" at {key.revoked_at.isoformat()}" if key and key.revoked_at else ""
-                    discounted.append(f"{approval.reviewer}: key revoked{when}")
-                    continue
-            counted.append(approval)
-        return counted, discounted
 
     async def cancel(
         self,

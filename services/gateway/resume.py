@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Request, status
 
 from services.gateway.answers import DecisionOutcome, ReviewAnswer
-from services.gateway.auth import OWNERS, access
+from services.gateway.auth import access
 from services.gateway.bodies import api_router, parse_resume_body
 from services.gateway.intake import Intake
 from services.gateway.openapi import (
@@ -20,14 +20,14 @@ from services.gateway.openapi import (
 from services.gateway.schemas import ResumeAccepted, ResumeRequest
 from shared.custom_headers import within_limits
 from shared.events import Identifier
-from shared.store.api_keys import ApiKey, ApiKeys
+from shared.store.api_keys import DECIDING_ROLES, ApiKey, ApiKeys
 
 
 def resume_router(intake: Intake, keys: ApiKeys) -> APIRouter:
     router = api_router()
     # Dependencies as defaults: the annotations are strings here (postponed), and FastAPI
     # cannot resolve names local to this function from a string.
-    reviewer = Depends(access(keys, "resume", OWNERS))
+    reviewer = Depends(access(keys, "resume", DECIDING_ROLES))
 
     @router.post(
         f"{EXECUTION}/resume",

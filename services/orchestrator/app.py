@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -16,7 +17,7 @@ from services.orchestrator.gauges import ExecutionGauges
 from services.orchestrator.handlers import Orchestrator
 from services.orchestrator.known import KnownExecutions
 from shared.agents import load_registry
-from shared.bus import ConsumerHost, E, EventPublisher, route
+from shared.bus import ConsumerHost, E, EventPublisher, current_delivery, route
 from shared.consumer_app import consumer_app
 from shared.events import (
     CancelRequested,
@@ -28,6 +29,7 @@ from shared.events import (
 )
 from shared.kafka_bus import KafkaBus
 from shared.logging import configure_logging
+from shared.senders import Sender, SenderCheck, Unverified, gateway_public_keys, load_producers
 from shared.settings import CommonSettings
 from shared.store.factory import mongo_store
 from shared.store.ports import Store
@@ -49,6 +51,15 @@ class OrchestratorSettings(CommonSettings):
     consumer_concurrency: int = Field(default=64, ge=1, le=10_000)
     """Events applied at once per subscription (each of a different execution): an event is a
     few store round trips, so many overlap."""
+    decision_verify_keys: str | None = None
+    """The gateways' public decision keys, comma-separated ``<key id>:<base64>`` (add a new key
+    here before the gateways sign with it): a decision is applied only when the gateway or a
+    registered outside producer signed it (shared/senders.py). Required in production; elsewhere
+    the development key's."""
+    decision_producers_file: Path | None = None
+    """TOML registering outside producers that may publish decisions themselves, each with its
+    public key, role and projects (docs/security.md, "The bus as a channel"). None: only the
+    gateway's decisions are applied."""
     clock_file: Path | None = None
     """Tests only: a file holding an ISO 8601 time that replaces the wall clock for deadlines
     (the wall clock while it is missing). Refused in production."""
@@ -57,7 +68,16 @@ class OrchestratorSettings(CommonSettings):
     def _no_test_clock_in_production(self) -> Self:
         if self.clock_file is not None and self.environment == "production":
             raise ValueError("INTERLOCK_CLOCK_FILE is for tests; it is refused in production")
+        self.sender_check  # noqa: B018 -- missing or malformed keys fail at start-up
         return self
+
+    @functools.cached_property
+    def sender_check(self) -> SenderCheck:
+        """Who sent a decision or request: the gateways' keys and the registered producers."""
+        return SenderCheck(
+            gateway_public_keys(self.decision_verify_keys, environment=self.environment),
+            load_producers(self.decision_producers_file),
+        )
 
 
 def clock_of(settings: OrchestratorSettings) -> Callable[[], datetime]:
@@ -96,8 +116,23 @@ def register(
     def on(topic: str, model: type[E], handle: Callable[[E], Awaitable[None]]) -> None:
         route(bus, settings, publisher, service=SERVICE, topic=topic, model=model, handle=handle)
 
-    on(topics.requested, ExecutionRequested, orchestrator.on_requested)
-    on(topics.decisions, DecisionSubmitted, orchestrator.on_decision)
+    check = settings.sender_check
+
+    def sender() -> Sender:
+        """Who signed the message being handled (shared/senders.py)."""
+        delivery = current_delivery()
+        if delivery is None:
+            return Unverified("no message in hand")
+        return check.sender_of(delivery.body, delivery.headers)
+
+    async def on_requested(event: ExecutionRequested) -> None:
+        await orchestrator.on_requested(event, sender())
+
+    async def on_decision(event: DecisionSubmitted) -> None:
+        await orchestrator.on_decision(event, sender())
+
+    on(topics.requested, ExecutionRequested, on_requested)
+    on(topics.decisions, DecisionSubmitted, on_decision)
     on(topics.cancellations, CancelRequested, orchestrator.on_cancel)
     on(topics.suspended, ExecutionSuspended, orchestrator.on_suspended)
     on(topics.reported, ExecutionReported, orchestrator.on_reported)

@@ -25,6 +25,7 @@ import structlog
 
 from services.orchestrator import state_machine as sm
 from services.orchestrator.known import KnownExecutions
+from services.orchestrator.outside_decisions import OutsideDecisions, Refuse, Wait
 from shared import metrics, tracing
 from shared.activity import CHANGED_IN_HEADER, ExecutionActivity
 from shared.agents import AgentRegistry
@@ -45,6 +46,7 @@ from shared.events import (
     utc_now,
 )
 from shared.faults import fault_point
+from shared.senders import GatewaySender, ProducerSender, Sender
 from shared.store.ports import Claim, Store
 from shared.topics import Topics
 
@@ -59,6 +61,18 @@ class DeadlineFired(EventModel):
     execution_id: str
     project_id: str
     workspace_id: str
+
+
+def requested_as(event: ExecutionRequested, sender: Sender) -> ExecutionRequested:
+    """``event`` with the requester its sender proves: a registered producer's identity, or none
+    (the label it gives is kept, as a label) for a request nobody signed."""
+    if isinstance(sender, GatewaySender):
+        return event
+    if isinstance(sender, ProducerSender):
+        return event.model_copy(
+            update={"requested_by": sender.label, "requester_identity": sender.identity}
+        )
+    return event.model_copy(update={"requester_identity": None})
 
 
 Loaded = tuple[Execution, bool]
@@ -82,15 +96,19 @@ class Orchestrator:
         self._registry = registry
         self._clock = clock
         self._known = known if known is not None else KnownExecutions()
+        self._outside = OutsideDecisions(store=store, registry=registry)
 
     # --- inputs ------------------------------------------------------------------------------
 
-    async def on_requested(self, event: ExecutionRequested) -> None:
+    async def on_requested(self, event: ExecutionRequested, sender: Sender) -> None:
+        """Start the execution ``event`` requests. The gateway stored it before publishing, with
+        the requester it authenticated; a request that only the topic carries is recorded with
+        the identity its signature proves (a registered producer's), never the one it claims."""
         if self._registry.get(event.agent) is None:
             raise RejectedMessage(
                 f"unknown agent {event.agent!r}; registered: {', '.join(self._registry.names())}"
             )
-        execution, fresh = await self._requested(event)
+        execution, fresh = await self._requested(requested_as(event, sender))
         if (execution.project_id, execution.workspace_id, execution.agent) != (
             event.project_id,
             event.workspace_id,
@@ -119,8 +137,18 @@ class Orchestrator:
             self._known.put(execution)
         return execution, True
 
-    async def on_decision(self, event: DecisionSubmitted) -> None:
+    async def on_decision(self, event: DecisionSubmitted, sender: Sender) -> None:
+        """Apply ``event`` if ``sender`` may give it (services/orchestrator/outside_decisions.py:
+        the gateway's signed decisions as they are, a registered producer's under its own
+        identity, nobody else's)."""
         execution, fresh = await self._load(event)
+        if not isinstance(sender, GatewaySender):
+            if not fresh:  # judged on the newest version, never on a copy
+                execution, fresh = await self._reload(execution)
+            admitted = await self._admit(execution, event, sender)
+            if admitted is None:
+                return
+            event = admitted
         holders: dict[int, Claim] = {}
         for _ in range(MAX_CAS_ATTEMPTS):
             # No agent-version check here (the gateway's is the early 409): the sandbox refuses
@@ -160,6 +188,38 @@ class Orchestrator:
             await self._publish_after(stored, event)
             return
         raise ConcurrencyConflict(f"execution {event.execution_id} kept changing")
+
+    async def _admit(
+        self, execution: Execution, event: DecisionSubmitted, sender: Sender
+    ) -> DecisionSubmitted | None:
+        """The decision to apply for an outside sender, or None when there is nothing to apply
+        yet (an approval toward a quorum). Raises RejectedMessage, audited, when refused."""
+        try:
+            admission = await self._outside.admit(execution, event, sender)
+        except DecisionError as exc:
+            await self._reject_decision(execution, event, str(exc))
+            raise RejectedMessage(str(exc)) from exc
+        if isinstance(admission, Refuse):
+            log.warning(
+                "decision.refused",
+                action=admission.action,
+                actor=admission.actor,
+                reason=admission.reason,
+            )
+            await self._reject_decision(
+                execution, event, admission.reason, action=admission.action, actor=admission.actor
+            )
+            raise RejectedMessage(admission.reason)
+        if isinstance(admission, Wait):
+            assert isinstance(sender, ProducerSender)  # only a producer's approval waits
+            log.info(
+                "approval.recorded",
+                producer=sender.name,
+                approvals=admission.approvals,
+                needed=admission.needed,
+            )
+            return None
+        return admission.event
 
     async def _claim(self, event: DecisionSubmitted, suspension_id: int) -> Claim:
         """The claim holding the suspension's one decision: the gateway took it before
@@ -313,18 +373,21 @@ class Orchestrator:
         raise ConcurrencyConflict(f"execution {execution.execution_id} kept changing")
 
     async def _reject_decision(
-        self, execution: Execution, event: DecisionSubmitted, reason: str
+        self,
+        execution: Execution,
+        event: DecisionSubmitted,
+        reason: str,
+        *,
+        action: str = sm.DECISION_REJECTED,
+        actor: str | None = None,
     ) -> None:
-        """Record a rejected decision in the audit trail, once per event."""
+        """Record a rejected (or refused) decision in the audit trail, once per event."""
         for _ in range(MAX_CAS_ATTEMPTS):
-            if any(
-                a.event_id == event.event_id and a.action == "decision.rejected"
-                for a in execution.audit
-            ):
+            if any(a.event_id == event.event_id and a.action == action for a in execution.audit):
                 # Recorded by an earlier delivery, which may have died before announcing it.
                 await self._announce(execution, event)
                 return
-            updated = sm.rejected_decision(execution, event, reason)
+            updated = sm.rejected_decision(execution, event, reason, action=action, actor=actor)
             stored = await self._store.executions.replace(execution, updated)
             if stored is not None:
                 self._known.put(stored)

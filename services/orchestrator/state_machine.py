@@ -423,12 +423,29 @@ def _settle_parked(walk: Walk, event_id: str | None) -> None:
     walk.execution = with_audit(walk.execution, entry).model_copy(update={"parked_decision": None})
 
 
-def rejected_decision(execution: Execution, event: DecisionSubmitted, reason: str) -> Execution:
+DECISION_REJECTED = "decision.rejected"
+"""Audit action: a decision from a known sender that cannot apply (not suspended, not allowed)."""
+DECISION_REFUSED = "decision.refused"
+"""Audit action: a registered outside producer may not give this decision (scope, role,
+separation of duties)."""
+DECISION_UNAUTHENTICATED = "decision.unauthenticated"
+"""Audit action: a decision on the bus that neither the gateway nor a registered producer
+signed; its reviewer and approvers are what it claimed, never an identity."""
+
+
+def rejected_decision(
+    execution: Execution,
+    event: DecisionSubmitted,
+    reason: str,
+    *,
+    action: str = DECISION_REJECTED,
+    actor: str | None = None,
+) -> Execution:
     return with_audit(
         execution,
         AuditEntry(
-            actor=event.reviewer or "producer",
-            action="decision.rejected",
+            actor=actor or event.reviewer or "producer",
+            action=action,
             reason=f"{_describe(event)!r}: {reason}",
             event_id=event.event_id,
         ),

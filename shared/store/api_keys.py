@@ -36,6 +36,11 @@ class Role(StrEnum):
     READ_ONLY = "PROJECT_READ_ONLY"
 
 
+DECIDING_ROLES = (Role.OWNER,)
+"""Who may decide a suspension, whichever channel the decision comes through: an API key at the
+gateway's resume routes, a registered outside producer on the bus (shared/senders.py)."""
+
+
 class ApiKey(BaseModel):
     model_config = ConfigDict(frozen=True)
 

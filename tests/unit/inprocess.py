@@ -30,6 +30,7 @@ from shared.domain.principals import Reviewer, person
 from shared.events import AgentInput
 from shared.store.memory import InMemoryStore
 from shared.topics import Topics
+from tests import factories as f
 from tests.direct_bus import Collector, DirectBus
 
 SCOPE = {"project_id": "p1", "workspace_id": "w1"}
@@ -111,7 +112,13 @@ async def in_process_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> A
     # unless a test points INTERLOCK_NOTIFICATIONS_FILE at some).
     register_notifier(bus, notifier_settings, bus, store)
     registry = load_registry(settings.agents_file)
-    intake = Intake(store=store, publisher=bus, topics=settings.topics, registry=registry)
+    intake = Intake(
+        store=store,
+        publisher=bus,
+        topics=settings.topics,
+        registry=registry,
+        signer=f.gateway_signer(),
+    )
     # Observers, added last: a message reaches them once the services' consumers (and what
     # those published in turn) are done with it.
     dispatches: list[dict[str, Any]] = []

@@ -32,6 +32,7 @@ from shared.notifications.action_links import (
 from shared.notifications.model import Notification
 from shared.store.memory import InMemoryStore
 from shared.topics import Topics
+from tests import factories as f
 from tests.factories import SCOPE, suspended
 from tests.publishers import RecordingPublisher
 from tests.unit.inprocess import World
@@ -240,7 +241,13 @@ async def test_an_approval_toward_a_quorum_says_how_many_more_it_needs() -> None
         ]
     )
     recorder = RecordingPublisher()
-    intake = Intake(store=store, publisher=recorder, topics=Topics(""), registry=registry)
+    intake = Intake(
+        store=store,
+        publisher=recorder,
+        topics=Topics(""),
+        registry=registry,
+        signer=f.gateway_signer(),
+    )
     requester = {"requested_by": "key:req", "requester_identity": person("req@example.com")}
     waiting = suspended("exec-pair").model_copy(update={"agent": "pair", **requester})
     await store.executions.create(waiting)

@@ -28,10 +28,12 @@ from services.sandbox.app import register as register_sandbox
 from shared.bus import Delivery
 from shared.crypto import Keyring, new_key_entry
 from shared.custom_headers import SEALED_HEADER, seal
-from shared.events import DecisionSubmitted
+from shared.events import DecisionSubmitted, encode_event
 from shared.inprocess_bus import InProcessBus
+from shared.senders import MessageSigner
 from shared.store.api_keys import Role, create_key
 from shared.store.ports import Store
+from tests import factories as f
 from tests.eventually import eventually
 
 API = "/api/v1/projects/demo"
@@ -56,6 +58,8 @@ class Dev:
     settings: DevSettings
     wires: dict[str, Wire]
     ledger: Path
+    producer: MessageSigner
+    """A registered outside producer, signing the decisions a test publishes on the bus."""
 
     async def status(self, execution_id: str, *statuses: str) -> dict[str, Any]:
         async def probe() -> dict[str, Any]:
@@ -80,7 +84,13 @@ async def dev_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIter
     monkeypatch.delenv("INTERLOCK_ENCRYPTION_KEYS", raising=False)
     # create_app would reconfigure structlog for the whole process (see test_cli.py).
     monkeypatch.setattr(gateway_app, "configure_logging", lambda *args, **kwargs: None)
-    settings = DevSettings(data_dir=tmp_path / "data", kafka_bootstrap_servers="unused:9092")
+    # The tests' outside producer is registered, as one publishing decisions must be.
+    producers, signer = f.outside_producer(tmp_path)
+    settings = DevSettings(
+        data_dir=tmp_path / "data",
+        kafka_bootstrap_servers="unused:9092",
+        decision_producers_file=producers,
+    )
     async with embedded(settings) as wiring:
         assert isinstance(wiring.bus, InProcessBus)
         await wiring.store.ensure_indexes()
@@ -104,7 +114,7 @@ async def dev_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIter
                 base_url="http://gateway",
                 headers={"Authorization": f"Bearer {key}"},
             ) as http:
-                yield Dev(http, wiring.store, wiring.bus, settings, wires, ledger)
+                yield Dev(http, wiring.store, wiring.bus, settings, wires, ledger, signer)
         finally:
             await wiring.bus.stop()
 
@@ -188,7 +198,10 @@ async def test_a_set_that_does_not_open_runs_without_it_and_is_audited(
             decision,
             dev.settings.topics.decisions,
             key=execution_id,
-            headers=seal({"x-interlock-custom-token": secret}, foreign, execution_id),
+            headers={
+                **seal({"x-interlock-custom-token": secret}, foreign, execution_id),
+                **dev.producer.headers(encode_event(decision)),
+            },
         )
         await dev.status(execution_id, "completed")
         assert dev.refund_headers(execution_id) == {}
@@ -223,7 +236,10 @@ async def test_plain_headers_from_an_outside_producer_still_reach_the_agent(
             decision,
             dev.settings.topics.decisions,
             key=execution_id,
-            headers={"x-interlock-custom-tenant": "acme"},
+            headers={
+                "x-interlock-custom-tenant": "acme",
+                **dev.producer.headers(encode_event(decision)),
+            },
         )
         await dev.status(execution_id, "completed")
         assert dev.refund_headers(execution_id) == {"x-interlock-custom-tenant": "acme"}

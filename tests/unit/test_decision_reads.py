@@ -16,6 +16,7 @@ from shared.domain.execution import Execution, ExecutionStatus
 from shared.events import DecisionSubmitted
 from shared.store.memory import InMemoryStore
 from shared.topics import Topics
+from tests import factories as f
 from tests.factories import SCOPE, suspended
 from tests.publishers import RecordingPublisher
 
@@ -60,7 +61,13 @@ def recorder() -> RecordingPublisher:
 @pytest.fixture
 def intake(store: InMemoryStore, recorder: RecordingPublisher, executions: TrailingHead) -> Intake:
     registry = AgentRegistry([AgentSpec(name="solo", factory="agents.refund_approval:build_graph")])
-    return Intake(store=store, publisher=recorder, topics=Topics(""), registry=registry)
+    return Intake(
+        store=store,
+        publisher=recorder,
+        topics=Topics(""),
+        registry=registry,
+        signer=f.gateway_signer(),
+    )
 
 
 async def waiting(executions: TrailingHead) -> Execution:

@@ -18,6 +18,7 @@ from shared.domain.execution import ExecutionStatus
 from shared.events import AgentInput, DecisionSubmitted, ExecutionRequested, encode_event
 from shared.store.memory import InMemoryStore
 from shared.store.ports import Claim
+from tests import factories as f
 from tests.direct_bus import Collector, DirectBus
 from tests.unit.inprocess import World
 
@@ -66,10 +67,15 @@ async def test_a_second_decision_on_one_suspension_conflicts(world: World) -> No
     started = await world.invoke("chain-approval", "2")
     execution = await world.execution(started.execution_id)
     assert execution.suspension is not None
-    # A concurrent reviewer claimed the suspension first with another decision.
+    # A concurrent reviewer's gateway claimed the suspension first with another decision (and
+    # died before publishing it: a gateway's claim says ``claimed``).
     suspension_id = execution.suspension.suspension_id
     rival = DecisionSubmitted(
-        execution_id=started.execution_id, decision="reject", suspension_id=suspension_id, **SCOPE
+        execution_id=started.execution_id,
+        decision="reject",
+        suspension_id=suspension_id,
+        claimed=True,
+        **SCOPE,
     )
     claim = Claim(rival.decision_id, rival.model_dump_json())
     await world.store.decisions.claim(started.execution_id, suspension_id, claim)
@@ -108,9 +114,12 @@ async def test_redelivered_events_make_no_second_transition_or_dispatch(world: W
         suspension_id=1,
         **SCOPE,
     )
+    signed = f.gateway_signer().headers(encode_event(decision))  # the gateway's own decision
     for _ in range(2):
         await world.bus.publish_raw(encode_event(requested), world.topics.requested, key="k")
-        await world.bus.publish_raw(encode_event(decision), world.topics.decisions, key="k")
+        await world.bus.publish_raw(
+            encode_event(decision), world.topics.decisions, key="k", headers=signed
+        )
     again = await world.execution(started.execution_id)
     assert again == done
     assert [(d["kind"], d["epoch"]) for d in world.dispatches] == [("start", 1), ("resume", 2)]

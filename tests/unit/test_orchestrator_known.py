@@ -90,7 +90,7 @@ async def test_a_whole_execution_reads_the_store_once() -> None:
     await store.executions.create(f.pending("exec-1"))  # the gateway's
     executions.reads.clear()
 
-    await orchestrator.on_requested(f.requested("exec-1"))
+    await orchestrator.on_requested(f.requested("exec-1"), f.GATEWAY)
     await orchestrator.on_reported(reported(1, ReportOutcome.STARTED))
     await orchestrator.on_suspended(f.suspended_event(await stored(store)))
     decision = decided(suspension_id=1)
@@ -98,7 +98,7 @@ async def test_a_whole_execution_reads_the_store_once() -> None:
     await store.decisions.claim(
         "exec-1", 1, Claim(decision.decision_id, decision.model_dump_json())
     )
-    await orchestrator.on_decision(decision)
+    await orchestrator.on_decision(decision, f.GATEWAY)
     await orchestrator.on_reported(reported(2, ReportOutcome.STARTED))
     await orchestrator.on_reported(reported(2, ReportOutcome.COMPLETED, result={"ok": True}))
 
@@ -112,7 +112,7 @@ async def test_a_copy_out_of_date_loses_its_write_and_the_event_applies_to_the_n
     store, executions = counting_store()
     here, elsewhere = replica(store), replica(store)
     await store.executions.create(f.pending("exec-1"))
-    await here.on_requested(f.requested("exec-1"))
+    await here.on_requested(f.requested("exec-1"), f.GATEWAY)
     await here.on_reported(reported(1, ReportOutcome.STARTED))
     # Another replica (a rebalance) cancels: this replica's copy says running, epoch 1.
     await elsewhere.on_cancel(
@@ -133,13 +133,13 @@ async def test_a_decision_a_copy_would_refuse_is_decided_on_the_newest_version()
     store, executions = counting_store()
     here, elsewhere = replica(store), replica(store)
     await store.executions.create(f.pending("exec-1"))
-    await here.on_requested(f.requested("exec-1"))
+    await here.on_requested(f.requested("exec-1"), f.GATEWAY)
     await here.on_reported(reported(1, ReportOutcome.STARTED))
     await elsewhere.on_suspended(f.suspended_event(await stored(store)))
     executions.reads.clear()
 
     # Naming no suspension: on this replica's copy (running) it is "not suspended".
-    await here.on_decision(decided())
+    await here.on_decision(decided(), f.GATEWAY)
 
     assert executions.reads == ["get"]
     after = await stored(store)
@@ -151,10 +151,12 @@ async def test_an_event_a_copy_would_ignore_is_decided_on_the_newest_version() -
     store, _ = counting_store()
     here, elsewhere = replica(store), replica(store)
     await store.executions.create(f.pending("exec-1"))
-    await here.on_requested(f.requested("exec-1"))  # this replica's copy: pending, epoch 1
+    await here.on_requested(
+        f.requested("exec-1"), f.GATEWAY
+    )  # this replica's copy: pending, epoch 1
     await elsewhere.on_reported(reported(1, ReportOutcome.STARTED))
     await elsewhere.on_suspended(f.suspended_event(await stored(store)))
-    await elsewhere.on_decision(decided(suspension_id=1))  # resuming, epoch 2
+    await elsewhere.on_decision(decided(suspension_id=1), f.GATEWAY)  # resuming, epoch 2
 
     # "Stale epoch 2 (now 1)" says the copy; the newest version takes it.
     await here.on_reported(reported(2, ReportOutcome.STARTED))
@@ -167,10 +169,10 @@ async def test_a_redelivered_event_is_confirmed_on_a_fresh_read_and_re_drives_it
     publisher = Recorder()
     orchestrator = replica(store, publisher)
     await store.executions.create(f.pending("exec-1"))
-    await orchestrator.on_requested(f.requested("exec-1"))
+    await orchestrator.on_requested(f.requested("exec-1"), f.GATEWAY)
     executions.reads.clear()
 
-    await orchestrator.on_requested(f.requested("exec-1"))
+    await orchestrator.on_requested(f.requested("exec-1"), f.GATEWAY)
 
     assert executions.reads == ["get"]
     assert publisher.dispatches == [("start", 1), ("start", 1)]
@@ -181,12 +183,12 @@ async def test_a_direct_producers_decision_takes_the_claim_itself() -> None:
     store, _ = counting_store()
     orchestrator = replica(store)
     await store.executions.create(f.pending("exec-1"))
-    await orchestrator.on_requested(f.requested("exec-1"))
+    await orchestrator.on_requested(f.requested("exec-1"), f.GATEWAY)
     await orchestrator.on_reported(reported(1, ReportOutcome.STARTED))
     await orchestrator.on_suspended(f.suspended_event(await stored(store)))
 
     decision = decided(suspension_id=1)  # published to the topic, no gateway claim
-    await orchestrator.on_decision(decision)
+    await orchestrator.on_decision(decision, f.GATEWAY)
 
     holder = await store.decisions.holder("exec-1", 1)
     assert holder is not None and holder.decision_id == decision.decision_id

@@ -23,6 +23,7 @@ from shared.events import DecisionSubmitted
 from shared.store.api_keys import Role, create_key
 from shared.store.memory import InMemoryStore
 from shared.topics import Topics
+from tests import factories as f
 from tests.factories import SCOPE, suspended
 from tests.publishers import RecordingPublisher
 
@@ -61,7 +62,13 @@ def intake(store: InMemoryStore, recorder: RecordingPublisher) -> Intake:
             ),
         ]
     )
-    return Intake(store=store, publisher=recorder, topics=Topics(""), registry=registry)
+    return Intake(
+        store=store,
+        publisher=recorder,
+        topics=Topics(""),
+        registry=registry,
+        signer=f.gateway_signer(),
+    )
 
 
 async def waiting(store: InMemoryStore, agent: str, requester: Reviewer | None = REQUESTER) -> str:

@@ -30,14 +30,15 @@ from services.sandbox.app import publish_agent_versions
 from services.sandbox.app import register as register_sandbox
 from shared.activity import CHANGED_IN_HEADER, ExecutionActivity
 from shared.bus import Delivery, ListenerHost
-from shared.events import DecisionSubmitted
+from shared.events import DecisionSubmitted, encode_event
 from shared.inprocess_bus import InProcessBus
+from shared.senders import MessageSigner
 from shared.store.api_keys import ApiKey, Role, create_key
 from shared.store.memory.api_keys import InMemoryApiKeys
 from shared.store.ports import Store
 from shared.store.progress import ProgressEntry
 from tests.counting_store import CountingStore
-from tests.factories import decision, suspended
+from tests.factories import decision, outside_producer, suspended
 from tests.live_gateway import served
 from tests.stream_events import Event, read_until, statuses
 from tests.unit.inprocess import World
@@ -192,7 +193,12 @@ async def test_embedded_streams_are_pushed_and_resume_after_a_gateway_restart(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("INTERLOCK_AGENT_LEDGER", str(tmp_path / "ledger.jsonl"))
-    settings = DevSettings(data_dir=tmp_path / "data", kafka_bootstrap_servers="unused:9092")
+    producers, producer = outside_producer(tmp_path)  # decides on the bus, as registered
+    settings = DevSettings(
+        data_dir=tmp_path / "data",
+        kafka_bootstrap_servers="unused:9092",
+        decision_producers_file=producers,
+    )
     async with embedded(settings) as wiring:
         await wiring.store.ensure_indexes()
         register_orchestrator(wiring.bus, settings, wiring.store, wiring.publisher)
@@ -204,13 +210,17 @@ async def test_embedded_streams_are_pushed_and_resume_after_a_gateway_restart(
         assert isinstance(bus, InProcessBus)
         await bus.start()
         try:
-            await stream_across_a_restart(wiring.store, bus, settings, monkeypatch)
+            await stream_across_a_restart(wiring.store, bus, settings, monkeypatch, producer)
         finally:
             await bus.stop()
 
 
 async def stream_across_a_restart(
-    store: Store, bus: InProcessBus, settings: DevSettings, monkeypatch: pytest.MonkeyPatch
+    store: Store,
+    bus: InProcessBus,
+    settings: DevSettings,
+    monkeypatch: pytest.MonkeyPatch,
+    producer: MessageSigner,
 ) -> None:
     base = "/api/v1/projects/demo"
     params = {"workspace_id": "default"}
@@ -249,9 +259,11 @@ async def stream_across_a_restart(
                 workspace_id="default",
                 suspension_id=2,
                 decision="approve",
-                reviewer="an outside system",
             )
-            await bus.publish(second_decision, settings.topics.decisions, key=execution_id)
+            signed = producer.headers(encode_event(second_decision))
+            await bus.publish(
+                second_decision, settings.topics.decisions, key=execution_id, headers=signed
+            )
             rest = await read_until(events, "end")
         assert statuses(rest) == ["resuming", "running", "completed"]
         assert reads.snapshot() == OPENING_READS

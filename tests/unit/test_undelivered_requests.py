@@ -31,7 +31,13 @@ class BrokerDown:
 
 def intake_without_broker(world: World) -> Intake:
     registry = load_registry(CommonSettings().agents_file)
-    return Intake(store=world.store, publisher=BrokerDown(), topics=world.topics, registry=registry)
+    return Intake(
+        store=world.store,
+        publisher=BrokerDown(),
+        topics=world.topics,
+        registry=registry,
+        signer=f.gateway_signer(),
+    )
 
 
 async def invoke(intake: Intake, key: str) -> str:
