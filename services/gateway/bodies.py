@@ -93,7 +93,10 @@ def idempotency_key_of(in_body: str | None, in_header: str | None) -> str | None
 
 
 def json_object(raw: Any, model: type[M], *, required: bool) -> M:
-    """Validate a JSON body against ``model``; every failure is a 400 naming the first error."""
+    """Validate a JSON body against ``model``; every failure is a 400 naming the first error.
+
+    The errors leave out the input that failed: the client has it, and echoing it back would
+    return a string of up to the body's size, or a value the answer cannot hold."""
     if raw is None and required:
         raise Problem(400, "invalid-request", "Invalid request", "request body is required")
     if raw is not None and not isinstance(raw, dict):
@@ -110,7 +113,7 @@ def json_object(raw: Any, model: type[M], *, required: bool) -> M:
             "invalid-request",
             "Invalid request",
             f"{where}: {first['msg']}",
-            errors=json.loads(exc.json(include_url=False)),
+            errors=exc.errors(include_url=False, include_input=False),
         ) from exc
 
 

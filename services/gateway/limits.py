@@ -16,6 +16,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import math
+import re
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -136,6 +137,17 @@ class BodyLimitMiddleware:
                         "Not a JSON number",
                         "NaN, Infinity and -Infinity are not JSON numbers",
                     ),
+                    "json-number-out-of-range": (
+                        "JSON number out of range",
+                        "a JSON number is out of range: integers must fit in 64 bits (signed) and"
+                        " other numbers in a 64-bit float (1e400 would be read as infinity)",
+                    ),
+                    "json-unpaired-surrogate": (
+                        "Unpaired surrogate in a JSON string",
+                        "a JSON string escapes half of a UTF-16 surrogate pair (such as \\ud800"
+                        " without the \\udc00-\\udfff that must follow it), which is no"
+                        " character: send the character itself, or both halves of its pair",
+                    ),
                 }[broken]
                 await send_problem(scope, receive, send, 400, broken, title, detail)
                 return
@@ -194,8 +206,9 @@ _NESTING = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
 
 
 def json_violation(body: bytes, *, max_depth: int, max_string: int) -> str | None:
-    """``json-too-deep``, ``json-string-too-long`` or ``json-non-finite-number`` when the JSON
-    ``body`` breaks a limit.
+    """``json-too-deep``, ``json-string-too-long``, ``json-non-finite-number``,
+    ``json-number-out-of-range`` or ``json-unpaired-surrogate`` when the JSON ``body`` breaks a
+    limit or holds what no answer, store or log line could hold.
 
     Works in whole-buffer passes (replace, split, translate, accumulate, find) that run in C: no
     recursion to overflow on ``[[[[...``, and no Python step per byte, so a 1 MiB body costs
@@ -219,11 +232,49 @@ def json_violation(body: bytes, *, max_depth: int, max_string: int) -> str | Non
     # spells either word.
     if b"NaN" in outside or b"Infinity" in outside:
         return "json-non-finite-number"
+    if _out_of_range(outside):
+        return "json-number-out-of-range"
+    # Escaped backslashes are placeholders in ``flat``, so every ``\u`` left is an escape.
+    if _UNPAIRED_SURROGATE.search(flat):
+        return "json-unpaired-surrogate"
     brackets = outside.translate(None, _NOT_BRACKETS)
     depths = accumulate(map(_NESTING.__getitem__, brackets))
     if any(map(max_depth.__lt__, depths)):
         return "json-too-deep"
     return None
+
+
+_HIGH = rb"\\u[dD][89abAB][0-9a-fA-F]{2}"
+_LOW = rb"\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+_UNPAIRED_SURROGATE = re.compile(rb"%s(?!%s)|(?<!%s)%s" % (_HIGH, _LOW, _HIGH, _LOW))
+"""A high surrogate escape not followed by a low one, or a low one not preceded by a high one.
+Python's json reads either as a lone surrogate, a ``str`` that UTF-8 cannot encode: it fails
+the answer that echoes it and every store, so it is refused here, before any route holds it."""
+
+_MAY_OVERFLOW = re.compile(rb"[eE][+-]?\d{3}|\d{19}")
+"""What every number out of range has: an exponent of three digits or more, or 19 digits in a
+row (a float past 1.8e308 with a shorter exponent has hundreds of them)."""
+_NUMBER = re.compile(rb"(?<![\w.+-])-?\d+(\.\d+)?([eE][+-]?\d+)?")
+_INT64 = range(-(2**63), 2**63)
+
+
+def _out_of_range(outside: bytes) -> bool:
+    """Is a number of the JSON text outside strings (``outside``) one that Python's json reads as
+    infinity (``1e400``, ``-1e400``), or an integer that no store can hold (MongoDB's are 64-bit,
+    and a longer one past 4,300 digits is refused by ``int()`` with a 500's ValueError)?
+
+    Ordinary bodies cost one search that runs in C; only one with a suspect number is read
+    number by number."""
+    if _MAY_OVERFLOW.search(outside) is None:
+        return False
+    for number in _NUMBER.finditer(outside):
+        text = number[0]
+        if number[1] is None and number[2] is None:
+            if len(text) > 20 or int(text) not in _INT64:
+                return True
+        elif math.isinf(float(text)):
+            return True
+    return False
 
 
 def _as_utf8(body: bytes) -> bytes | None:

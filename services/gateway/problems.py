@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from typing import Any
 
@@ -68,7 +69,41 @@ def problem_at(
         "instance": path,
         **extensions,
     }
-    return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
+    return ProblemResponse(body, status_code=status, headers=headers)
+
+
+class ProblemResponse(JSONResponse):
+    """A problem document, which always renders (``json_safe``): the answer to a bad request
+    must not fail on what the request sent, or the client gets a 500 instead of its 400."""
+
+    media_type = PROBLEM_JSON
+
+    def render(self, content: Any) -> bytes:
+        return super().render(json_safe(content))
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with what no JSON text can hold written as text: a string with a lone surrogate
+    (which UTF-8 cannot encode) gets its escape, ``"\\ud800"``; a float that is not finite its
+    name, ``"inf"``; a key that is not a string, or any other object, its ``str()``. Nothing is
+    dropped, so a problem's ``errors`` still say where and what."""
+    if value is None or isinstance(value, bool | int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, dict):
+        return {_safe_text(str(key)): json_safe(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(item) for item in value]
+    return _safe_text(value if isinstance(value, str) else str(value))
+
+
+def _safe_text(text: str) -> str:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 def problem_response(
