@@ -20,8 +20,24 @@ from pathlib import Path
 import httpx
 
 from shared.crypto import new_key_entry
+from shared.senders import MessageSigner, new_key_pair
 
 SERVICES = ("gateway", "orchestrator", "sandbox", "notifier")
+OUTSIDE_PRODUCERS = {"e2e-owner": "PROJECT_OWNER", "e2e-member": "PROJECT_MEMBER"}
+"""Outside producers registered with every cluster, by role (shared/senders.py)."""
+OUTSIDE_PRODUCER_PROJECTS = ("proj-topics", "proj-e2e", "proj-bus", "proj-push")
+
+
+def decision_keys(run_id: str) -> dict[str, str]:
+    """A gateway decision key pair of its own for one cluster."""
+    private, public = new_key_pair()
+    key_id = f"e2e-{run_id}"
+    return {
+        "INTERLOCK_DECISION_SIGNING_KEY": f"{key_id}:{private}",
+        "INTERLOCK_DECISION_VERIFY_KEYS": f"{key_id}:{public}",
+    }
+
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -58,6 +74,10 @@ class Cluster:
             # process makes its own in-memory key, so the sandbox could not open the custom
             # headers a gateway sealed (nor one gateway replica read another's cursors).
             "INTERLOCK_ENCRYPTION_KEYS": new_key_entry(f"e2e-{self.run_id}"),
+            # The gateway signs its decisions with a key of its own (as in production, not the
+            # development pair); the orchestrator holds the public half and the producers file.
+            **decision_keys(self.run_id),
+            "INTERLOCK_DECISION_PRODUCERS_FILE": str(self._write_producers()),
         }
         self.processes: dict[str, list[subprocess.Popen[bytes]]] = {s: [] for s in SERVICES}
         self._log_starts: dict[tuple[str, int], int] = {}
@@ -68,6 +88,28 @@ class Cluster:
         """Processes stopped on purpose (``retire``): not a failure, not waited for."""
         """Where each process's log began at its latest start (logs are appended to)."""
         self.base_url = f"http://127.0.0.1:{self.port}"
+
+    def _write_producers(self) -> Path:
+        """Register the outside producers the tests play (``producer_keys`` holds their private
+        keys, as an operator hands them out)."""
+        self.producer_keys: dict[str, str] = {}
+        tables = []
+        for name, role in OUTSIDE_PRODUCERS.items():
+            private, public = new_key_pair()
+            self.producer_keys[name] = private
+            projects = ", ".join(f'"{p}"' for p in OUTSIDE_PRODUCER_PROJECTS)
+            tables.append(
+                f'[producers.{name}]\npublic_key = "{public}"\nrole = "{role}"\n'
+                f"projects = [{projects}]\n"
+            )
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        path = self.workdir / "producers.toml"
+        path.write_text("\n".join(tables))
+        return path
+
+    def producer(self, name: str = "e2e-owner") -> MessageSigner:
+        """The signer of one registered outside producer."""
+        return MessageSigner.for_producer(name, self.producer_keys[name])
 
     @property
     def topic_prefix(self) -> str:

@@ -55,12 +55,14 @@ async def decide_from_outside(
             workspace_id=WORKSPACE,
             suspension_id=suspension_id,
             decision=decision,
-            reviewer="an outside system",
         )
+        body = event.model_dump_json().encode()
         await producer.send_and_wait(
             f"{cluster.topic_prefix}decision.submitted",
-            event.model_dump_json().encode(),
+            body,
             key=execution_id.encode(),
+            # A registered outside producer signs what it publishes (shared/senders.py).
+            headers=[(k, v.encode()) for k, v in cluster.producer().headers(body).items()],
         )
     finally:
         await producer.stop()

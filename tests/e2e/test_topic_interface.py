@@ -10,6 +10,7 @@ trail, the list of executions).
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import time
 import uuid
@@ -22,6 +23,7 @@ import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import RecordMetadata
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from tests.e2e.cluster import Cluster
 from tests.e2e.conftest import Api, ledger_entries
@@ -102,12 +104,26 @@ def _received(record: Any) -> Received:
     return Received(record.topic, record.partition, record.offset, key, value)
 
 
-class OutsideSystem:
-    """Publishes raw bytes or hand-written JSON; opens readers. Topic names without the prefix."""
+def signature_headers(name: str, private_key: str, body: bytes) -> list[tuple[str, bytes]]:
+    """What a registered producer sends beside a decision, as docs/security.md describes it:
+    Ed25519 over the fixed prefix and the exact body, base64url without padding."""
+    seed = base64.urlsafe_b64decode(private_key + "=" * (-len(private_key) % 4))
+    signature = Ed25519PrivateKey.from_private_bytes(seed).sign(
+        b"interlock-signed-message/v1\n" + body
+    )
+    encoded = base64.urlsafe_b64encode(signature).rstrip(b"=")
+    return [("interlock-signer", name.encode()), ("interlock-signature", encoded)]
 
-    def __init__(self, bootstrap: str, prefix: str) -> None:
+
+class OutsideSystem:
+    """Publishes raw bytes or hand-written JSON; opens readers. Topic names without the prefix.
+    It is a registered producer (``name``, ``private_key``): it signs its decisions."""
+
+    def __init__(self, bootstrap: str, prefix: str, name: str, private_key: str) -> None:
         self.bootstrap = bootstrap
         self.prefix = prefix
+        self._name = name
+        self._private_key = private_key
         self._producer = AIOKafkaProducer(
             bootstrap_servers=bootstrap, acks="all", enable_idempotence=True
         )
@@ -131,10 +147,14 @@ class OutsideSystem:
         *,
         key: str,
         partition: int | None = None,
+        signed: bool = True,
     ) -> RecordMetadata:
         value = body if isinstance(body, bytes) else json.dumps(body).encode()
+        headers = None
+        if signed and name == "decision.submitted":
+            headers = signature_headers(self._name, self._private_key, value)
         return await self._producer.send_and_wait(
-            self.topic(name), value=value, key=key.encode(), partition=partition
+            self.topic(name), value=value, key=key.encode(), partition=partition, headers=headers
         )
 
     async def reader(self, *names: str) -> Reader:
@@ -146,7 +166,12 @@ class OutsideSystem:
 
 @pytest.fixture
 async def outside(cluster: Cluster) -> AsyncIterator[OutsideSystem]:
-    system = OutsideSystem(cluster.env["INTERLOCK_KAFKA_BOOTSTRAP_SERVERS"], cluster.topic_prefix)
+    system = OutsideSystem(
+        cluster.env["INTERLOCK_KAFKA_BOOTSTRAP_SERVERS"],
+        cluster.topic_prefix,
+        "e2e-owner",
+        cluster.producer_keys["e2e-owner"],
+    )
     await system.start()
     try:
         yield system
