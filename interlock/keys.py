@@ -17,7 +17,7 @@ from interlock import key_store
 from interlock.client.config import ConfigError, choose_profile
 from interlock.client.session import fail
 from interlock.client.visible import visible
-from shared.store.api_keys import ApiKeys
+from shared.store.api_keys import ApiKeys, Role
 
 EXIT_STORE = 1
 EXIT_USAGE = 2
@@ -94,7 +94,7 @@ def create_api_key(
     """Create a key and print its secret: it is shown this once and stored only as a hash."""
     from pydantic import ValidationError
 
-    from shared.store.api_keys import Role, create_key
+    from shared.store.api_keys import create_key
 
     try:
         chosen = Role(role)
@@ -173,3 +173,62 @@ def new_encryption_key(
         " and the sandbox; remove an old key once nothing sealed with it is in flight.",
         err=True,
     )
+
+
+@keys_app.command("decision-key")
+def new_decision_key(
+    key_id: str = typer.Option(
+        "gw1", help="The key's id (1-64 of A-Z a-z 0-9 _ -), named in every signed decision."
+    ),
+) -> None:
+    """Print a fresh key pair that signs the gateway's decisions.
+
+    The first line (a secret) goes to the gateways as INTERLOCK_DECISION_SIGNING_KEY; the second
+    to the orchestrators as INTERLOCK_DECISION_VERIFY_KEYS. Only the two settings go to stdout."""
+    from shared.senders import SigningKeyError, gateway_public_keys, gateway_signer, new_key_pair
+
+    private, public = new_key_pair()
+    try:
+        gateway_signer(f"{key_id}:{private}", environment="production")
+        gateway_public_keys(f"{key_id}:{public}", environment="production")
+    except SigningKeyError as exc:
+        raise fail(f"error: {exc}", EXIT_USAGE) from None
+    typer.echo(f"INTERLOCK_DECISION_SIGNING_KEY={key_id}:{private}")
+    typer.echo(f"INTERLOCK_DECISION_VERIFY_KEYS={key_id}:{public}")
+    typer.echo(
+        "The signing key is for the gateways only. To rotate, add the new public key to the"
+        " orchestrators' INTERLOCK_DECISION_VERIFY_KEYS (comma-separated) first, then switch the"
+        " gateways, then drop the old public key once its decisions are consumed.",
+        err=True,
+    )
+
+
+@keys_app.command("producer-key")
+def new_producer_key(
+    name: str = typer.Argument(..., help="The producer's name (1-64 of A-Z a-z 0-9 _ -)."),
+    project: list[str] = typer.Option(..., help="A project it may act in (repeat for more)."),
+    role: Role = typer.Option(Role.OWNER, help="What it may do, as an API key of this role."),
+) -> None:
+    """Register an outside producer that publishes decisions on the bus itself.
+
+    Prints its [producers.NAME] table for INTERLOCK_DECISION_PRODUCERS_FILE (stdout) and its
+    private key (stderr): hand the key to the producer, which signs every decision with it
+    (docs/security.md, "The bus as a channel")."""
+    import tempfile
+    from pathlib import Path
+
+    from shared.senders import SigningKeyError, load_producers, new_key_pair
+
+    private, public = new_key_pair()
+    projects = ", ".join(f'"{p}"' for p in project)
+    table = f'[producers.{name}]\npublic_key = "{public}"\nrole = "{role.value}"\n'
+    table += f"projects = [{projects}]\n"
+    with tempfile.TemporaryDirectory() as folder:
+        check = Path(folder) / "producers.toml"
+        check.write_text(table)
+        try:
+            load_producers(check)
+        except SigningKeyError as exc:
+            raise fail(f"error: {exc}", EXIT_USAGE) from None
+    typer.echo(table, nl=False)
+    typer.echo(f"private key of {name} (give it to the producer only): {private}", err=True)

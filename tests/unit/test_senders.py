@@ -110,3 +110,29 @@ def test_production_needs_real_keys_and_development_has_one_pair() -> None:
     with pytest.raises(ValueError, match="twice"):
         pair = new_key_pair()
         gateway_public_keys(f"a:{pair[1]},a:{pair[1]}", environment="test")
+
+
+def test_the_cli_makes_a_decision_key_pair_and_a_producer_registration(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from interlock.cli import app
+
+    pair = CliRunner().invoke(app, ["keys", "decision-key", "--key-id", "gw2"])
+    assert pair.exit_code == 0, pair.output
+    settings = dict(line.split("=", 1) for line in pair.stdout.splitlines())
+    signer = gateway_signer(settings["INTERLOCK_DECISION_SIGNING_KEY"], environment="production")
+    keys = gateway_public_keys(settings["INTERLOCK_DECISION_VERIFY_KEYS"], environment="production")
+    assert SenderCheck(keys).sender_of(BODY, signer.headers(BODY)) == GatewaySender("gw2")
+    bad = CliRunner().invoke(app, ["keys", "decision-key", "--key-id", "no spaces"])
+    assert bad.exit_code == 2 and "key id" in bad.output
+
+    made = CliRunner().invoke(
+        app, ["keys", "producer-key", "billing", "--project", "acme", "--role", "PROJECT_MEMBER"]
+    )
+    assert made.exit_code == 0, made.output
+    path = tmp_path / "producers.toml"
+    path.write_text(made.stdout)
+    private = made.stderr.rsplit(": ", 1)[1].strip()
+    producer = MessageSigner.for_producer("billing", private)
+    sender = SenderCheck({}, load_producers(path)).sender_of(BODY, producer.headers(BODY))
+    assert sender == ProducerSender("billing", Role.MEMBER, ("acme",), None)
