@@ -7,7 +7,10 @@ what failed, so a replica cut off from either stops being counted as ready).
 ``GET /metrics``: the process's Prometheus metrics (``shared/metrics.py``), for scraping.
 ``GET /debug/tasks``: every asyncio task of the process and where it waits (``task_stacks``), to
 see what a process that answers its probes but not its work is waiting on: a thread dump
-(py-spy) of an asyncio process shows only its idle event loop.
+(py-spy) of an asyncio process shows only its idle event loop. Off unless
+``INTERLOCK_DEBUG_TASKS_TOKEN`` is set (404), and then only for ``Authorization: Bearer
+<token>`` (401 otherwise): it shows the code's layout, and the scrapers of ``/metrics`` need not
+see it. Task names say what a task does, never whom it serves (no key or execution ids).
 
 Every service serves it, the gateway too: its ``/metrics`` counts every tenant's executions, so
 it is kept off the public API port, on this listener that only the cluster network reaches.
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import io
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 
@@ -33,9 +37,15 @@ Check = Callable[[], Awaitable[None]]
 CHECK_TIMEOUT_SECONDS = 3.0
 
 
-def health_app(checks: Mapping[str, Check], metrics: CollectorRegistry = REGISTRY) -> Starlette:
+def health_app(
+    checks: Mapping[str, Check],
+    metrics: CollectorRegistry = REGISTRY,
+    *,
+    debug_tasks_token: str | None = None,
+) -> Starlette:
     """``metrics``: what ``/metrics`` serves (``shared.metrics.registry_of`` the process's
-    services; everything by default)."""
+    services; everything by default). ``debug_tasks_token``: the bearer token ``/debug/tasks``
+    asks for; None: no such route."""
 
     async def alive(_: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})
@@ -55,17 +65,36 @@ def health_app(checks: Mapping[str, Check], metrics: CollectorRegistry = REGISTR
     async def scrape(_: Request) -> Response:
         return Response(generate_latest(metrics), media_type=CONTENT_TYPE_LATEST)
 
-    async def tasks(_: Request) -> PlainTextResponse:
+    routes = [
+        Route("/healthz", alive),
+        Route("/readyz", ready),
+        Route("/metrics", scrape),
+    ]
+    if debug_tasks_token is not None:
+        routes.append(_debug_tasks(debug_tasks_token))
+    return Starlette(routes=routes)
+
+
+def _debug_tasks(token: str) -> Route:
+    async def tasks(request: Request) -> PlainTextResponse:
+        if not bearer_matches(request.headers.get("authorization"), token):
+            return PlainTextResponse(
+                "/debug/tasks needs Authorization: Bearer <INTERLOCK_DEBUG_TASKS_TOKEN>\n",
+                status_code=401,
+                headers={"WWW-Authenticate": 'Bearer realm="debug"'},
+            )
         return PlainTextResponse(task_stacks())
 
-    return Starlette(
-        routes=[
-            Route("/healthz", alive),
-            Route("/readyz", ready),
-            Route("/metrics", scrape),
-            Route("/debug/tasks", tasks),
-        ]
-    )
+    return Route("/debug/tasks", tasks)
+
+
+def bearer_matches(authorization: str | None, token: str) -> bool:
+    """Does the ``Authorization`` value carry ``token`` as its bearer credential? The scheme in
+    any case, the token compared in constant time."""
+    scheme, _, credential = (authorization or "").strip().partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(credential.strip().encode(), token.encode())
 
 
 def task_stacks() -> str:
@@ -106,8 +135,11 @@ class HealthServer:
         port: int,
         checks: Mapping[str, Check],
         metrics: CollectorRegistry = REGISTRY,
+        *,
+        debug_tasks_token: str | None = None,
     ) -> None:
-        config = uvicorn.Config(health_app(checks, metrics), host=host, port=port, log_config=None)
+        app = health_app(checks, metrics, debug_tasks_token=debug_tasks_token)
+        config = uvicorn.Config(app, host=host, port=port, log_config=None)
         self._server = _SignalFreeServer(config)
         self._task: asyncio.Task[None] | None = None
 
@@ -158,7 +190,14 @@ def health_server(
     """The process's health listener, or None when ``INTERLOCK_HEALTH_PORT`` is not set."""
     if settings.health_port is None:
         return None
-    return HealthServer(settings.health_host, settings.health_port, checks, metrics)
+    token = settings.debug_tasks_token
+    return HealthServer(
+        settings.health_host,
+        settings.health_port,
+        checks,
+        metrics,
+        debug_tasks_token=None if token is None else token.get_secret_value(),
+    )
 
 
 def health_hooks(

@@ -77,6 +77,9 @@ class CommonSettings(BaseSettings):
     """Consumers (orchestrator, sandbox, notifier): serve ``/healthz`` and ``/readyz`` on this
     port (Kubernetes probes; the manifests use 8081). None: no health server."""
     health_host: str = "127.0.0.1"
+    debug_tasks_token: SecretStr | None = Field(default=None, min_length=16)
+    """Serve ``GET /debug/tasks`` on the health listener, to ``Authorization: Bearer`` this
+    token only. None: the route does not exist (404)."""
     metrics_poll_seconds: float = Field(default=15.0, gt=0, le=3600)
     """How often the measured gauges (consumer lag, executions by status) are refreshed."""
     graceful_timeout_seconds: float = Field(default=15.0, gt=0, le=3600)

@@ -127,7 +127,7 @@ class KeyGuard:
         watches.add(watch)
         if key.key_id not in self._timers:
             self._timers[key.key_id] = asyncio.create_task(
-                self._recheck(key), name=f"recheck key {key.key_id}"
+                self._recheck(key), name="recheck a stream key"
             )
         try:
             yield

@@ -27,6 +27,11 @@ from tests.e2e.cluster import Cluster
 from tests.e2e.effects import Effects
 
 PROJECT = "proj-chaos"
+DEBUG_TASKS_TOKEN = os.environ.get("INTERLOCK_CHAOS_DEBUG_TASKS_TOKEN") or uuid.uuid4().hex
+"""What each process's ``/debug/tasks`` asks for (it is off without a token): a run that hangs is
+diagnosed by reading it on the processes' health ports (``cluster.health_ports``), as the soak's
+hang was (docs/reliability.md). Set INTERLOCK_CHAOS_DEBUG_TASKS_TOKEN to choose it; each
+scenario's folder holds the one in use (``debug-tasks-token``), next to the processes' logs."""
 
 
 @dataclass
@@ -119,9 +124,11 @@ async def run_scenario(scenario: Scenario, *, kafka: str, mongodb: str, workdir:
                 # Production's gauge interval: the e2e tests' 1 s would add four services'
                 # store counts and broker queries every second to the load under test.
                 "INTERLOCK_METRICS_POLL_SECONDS": "15",
+                "INTERLOCK_DEBUG_TASKS_TOKEN": DEBUG_TASKS_TOKEN,
             }
         )
         cluster.env.update(scenario.env)
+        await asyncio.to_thread((workdir / "debug-tasks-token").write_text, DEBUG_TASKS_TOKEN)
         if scenario.faults:
             # In every process's environment, restarts included: each named point lives in one
             # service, and the once-folder makes it fire once across all of them.

@@ -12,6 +12,9 @@ from shared.bus import create_broker
 from shared.health import HealthServer, health_app
 from shared.settings import CommonSettings
 
+DEBUG_TOKEN = "debug-token-of-the-operators"
+DEBUG_AUTHORIZATION = {"Authorization": f"Bearer {DEBUG_TOKEN}"}
+
 
 async def ok() -> None:
     return None
@@ -45,10 +48,10 @@ async def test_debug_tasks_names_each_task_and_the_line_it_waits_on() -> None:
 
     waiter = asyncio.create_task(waits_for_the_gate(), name="the-waiter")
     await asyncio.sleep(0)
-    transport = httpx.ASGITransport(app=health_app({}))
+    transport = httpx.ASGITransport(app=health_app({}, debug_tasks_token=DEBUG_TOKEN))
     try:
         async with httpx.AsyncClient(transport=transport, base_url="http://health") as client:
-            response = await client.get("/debug/tasks")
+            response = await client.get("/debug/tasks", headers=DEBUG_AUTHORIZATION)
     finally:
         gate.set()
         await waiter
