@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from scripts.asyncapi.topics import EXTERNAL, Action, Party, TopicDoc, operation_id, topic_docs
 from shared.custom_headers import CUSTOM_HEADER_PREFIX, SEALED_HEADER
 from shared.events import DecisionSubmitted, EventModel, ExecutionDispatched, ExecutionRequested
+from shared.senders import SIGNATURE_HEADER, SIGNER_HEADER
 from shared.settings import CommonSettings
 from shared.topics import Topics
 
@@ -54,6 +55,18 @@ CUSTOM_HEADERS_PLAIN = (
     "Optional, outside producers only: custom headers in plain text, passed to the agent as they"
     " are (the gateway never publishes them plain; they stay in the topic's log for its"
     " retention, so prefer the sealed header)."
+)
+
+SIGNER = (
+    "Who signed the message: `gateway:<key id>` for the gateway, the producer's name for an"
+    " outside producer registered in the orchestrators' `INTERLOCK_DECISION_PRODUCERS_FILE`."
+    " Required on decisions: the orchestrator applies no decision nobody registered signed"
+    ' (docs/security.md, "The bus as a channel"). On a request it makes the registered'
+    " producer the requester."
+)
+SIGNATURE = (
+    "Ed25519 (RFC 8032) over the bytes `interlock-signed-message/v1\\n` followed by the exact"
+    " message body, base64url without padding (`shared/senders.py`)."
 )
 
 
@@ -146,6 +159,14 @@ def _message(doc: TopicDoc, generated: dict[str, Any]) -> dict[str, Any]:
         message["headers"]["patternProperties"] = {
             f"^{CUSTOM_HEADER_PREFIX}": {"type": "string", "description": CUSTOM_HEADERS_PLAIN}
         }
+    if doc.model in (ExecutionRequested, DecisionSubmitted):
+        message["headers"]["properties"][SIGNER_HEADER] = {"type": "string", "description": SIGNER}
+        message["headers"]["properties"][SIGNATURE_HEADER] = {
+            "type": "string",
+            "description": SIGNATURE,
+        }
+    if doc.model is DecisionSubmitted:
+        message["headers"]["required"] = [SIGNER_HEADER, SIGNATURE_HEADER]
     message["payload"] = generated["payload"]
     message["bindings"] = {
         "kafka": {
