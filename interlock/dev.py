@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import socket
 from collections.abc import AsyncIterator, Callable
@@ -39,6 +40,7 @@ from shared.bus import Bus, EventPublisher, ensure_topics
 from shared.inprocess_bus import InProcessBus
 from shared.kafka_bus import KafkaBus
 from shared.logging import configure_logging
+from shared.senders import SenderCheck, gateway_public_keys, load_producers
 from shared.store.factory import mongo_store
 from shared.store.ports import Store
 from shared.store.sqlite import SqliteStore
@@ -59,6 +61,18 @@ class DevSettings(GatewaySettings, SandboxSettings, NotifierSettings, Orchestrat
     # --log-format json bring back the services' full logs.
     log_level: Literal["debug", "info", "warning", "error"] = "warning"
     log_format: Literal["auto", "json", "console"] = "console"
+
+    @functools.cached_property
+    def sender_check(self) -> SenderCheck:
+        """One process signs and verifies: a signing key set without verify keys is trusted by
+        its public half (the services' own settings need both)."""
+        verify = self.decision_verify_keys
+        if verify is None and self.decision_signing_key is not None:
+            verify = self.decision_signer.verify_setting()
+        return SenderCheck(
+            gateway_public_keys(verify, environment=self.environment),
+            load_producers(self.decision_producers_file),
+        )
 
     @property
     def hosts_effects_sink(self) -> bool:

@@ -163,6 +163,11 @@ class MessageSigner:
             raise SigningKeyError(f"producer {name!r} key: {len(seed)} bytes, not {KEY_BYTES}")
         return cls(name, Ed25519PrivateKey.from_private_bytes(seed))
 
+    def verify_setting(self) -> str:
+        """The ``INTERLOCK_DECISION_VERIFY_KEYS`` entry that verifies this gateway signer."""
+        public = _b64encode(public_bytes(self._key.public_key()))
+        return f"{self.signer.removeprefix(GATEWAY_PREFIX)}:{public}"
+
     def headers(self, body: bytes) -> dict[str, str]:
         """The two headers that prove this sender sent ``body`` (the message's exact bytes)."""
         signature = self._key.sign(SIGNED_PREFIX + body)

@@ -136,3 +136,18 @@ def test_the_cli_makes_a_decision_key_pair_and_a_producer_registration(tmp_path:
     producer = MessageSigner.for_producer("billing", private)
     sender = SenderCheck({}, load_producers(path)).sender_of(BODY, producer.headers(BODY))
     assert sender == ProducerSender("billing", Role.MEMBER, ("acme",), None)
+
+
+def test_interlock_dev_trusts_its_own_signing_key_without_a_verify_setting(
+    tmp_path: Path,
+) -> None:
+    from interlock.dev import DevSettings
+
+    private, _ = new_key_pair()
+    settings = DevSettings(data_dir=tmp_path, decision_signing_key=f"mine:{private}")
+    signed = settings.decision_signer.headers(BODY)
+    assert settings.sender_check.sender_of(BODY, signed) == GatewaySender("mine")
+    plain = DevSettings(data_dir=tmp_path)
+    assert plain.sender_check.sender_of(BODY, plain.decision_signer.headers(BODY)) == (
+        GatewaySender("development")
+    )
