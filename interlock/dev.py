@@ -44,6 +44,7 @@ from shared.senders import SenderCheck, gateway_public_keys, load_producers
 from shared.store.factory import mongo_store
 from shared.store.ports import Store
 from shared.store.sqlite import SqliteStore
+from shared.store.sqlite.database import PRIVATE_FILE, make_private
 from shared.tracing import configure_tracing
 
 DEV_API_KEY = "ilk_00000000000000de_development-key-not-for-production-use-000"
@@ -89,6 +90,25 @@ class DevSettings(GatewaySettings, SandboxSettings, NotifierSettings, Orchestrat
 LOG_HINT = "Logging warnings only (INTERLOCK_LOG_LEVEL=info shows every event)."
 
 
+PRIVATE_FOLDER = 0o700
+
+
+def private_data_dir(path: Path) -> Path:
+    """The data folder, readable by its owner only: created 0700 (with its missing parents), or
+    taken down to 0700 with every file in it 0600 when an older version made them 0755 and 0644.
+    It holds executions, audit trails, key hashes, checkpoints and the bus's messages; SQLite
+    would make each file 0644, so each opener gets a file ``make_private`` made first."""
+    missing = [folder for folder in (path, *path.parents) if not folder.exists()]
+    for folder in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir(mode=PRIVATE_FOLDER)
+    path.chmod(PRIVATE_FOLDER)
+    for entry in path.iterdir():
+        if entry.is_file() and not entry.is_symlink():
+            entry.chmod(PRIVATE_FILE)
+    return path
+
+
 @dataclass
 class Wiring:
     bus: Bus
@@ -99,14 +119,16 @@ class Wiring:
 
 @asynccontextmanager
 async def embedded(settings: DevSettings) -> AsyncIterator[Wiring]:
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    data = private_data_dir(settings.data_dir)
     async with AsyncExitStack() as stack:
-        store = await SqliteStore.open(settings.data_dir / "interlock.sqlite")
+        store = await SqliteStore.open(data / "interlock.sqlite")
         stack.push_async_callback(store.close)
+        make_private(data / "checkpoints.sqlite")
         checkpointer = await stack.enter_async_context(
-            AsyncSqliteSaver.from_conn_string(str(settings.data_dir / "checkpoints.sqlite"))
+            AsyncSqliteSaver.from_conn_string(str(data / "checkpoints.sqlite"))
         )
-        bus = InProcessBus(settings.data_dir / "bus.sqlite")
+        make_private(data / "bus.sqlite")
+        bus = InProcessBus(data / "bus.sqlite")
         yield Wiring(bus=bus, publisher=bus, store=store, checkpointer=checkpointer)
 
 
@@ -152,7 +174,7 @@ async def serve(settings: DevSettings) -> None:
             metrics_of=metrics.SERVICES,  # the four services run here
         )
         if settings.hosts_effects_sink:
-            settings.data_dir.mkdir(parents=True, exist_ok=True)
+            make_private(private_data_dir(settings.data_dir) / "effects.sqlite")
             ledger = EffectsLedger(settings.data_dir / "effects.sqlite")
             app.include_router(effects_router(ledger))
             # Read by the agents (outreach) at each call: set before any of them runs.

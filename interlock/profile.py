@@ -168,7 +168,8 @@ class RunningProfile:
         to stop serving: say so on stderr and go on."""
         temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}")
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # Private, like the dev data folder in it (interlock/dev.py).
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             with contextlib.suppress(FileNotFoundError):
                 temporary.unlink()
             descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -23,6 +24,27 @@ from shared.store.errors import StoreUnavailable
 Params = Sequence[Any]
 
 BUSY_TIMEOUT_MS = 5_000
+PRIVATE_FILE = 0o600
+"""The mode of the store's files: they hold executions, audit trails and key hashes."""
+SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+def make_private(path: str | Path) -> None:
+    """Create the SQLite file ``path`` readable and writable by its owner only, or take an
+    existing one (and the journals beside it) down to that. SQLite would create it 0644, and
+    creates its WAL and shared-memory files with the mode of the database file, so a file made
+    here keeps them private too. An in-memory or URI path names no file of ours: left alone."""
+    name = str(path)
+    if name in ("", ":memory:") or name.startswith("file:"):
+        return
+    descriptor = os.open(name, os.O_RDWR | os.O_CREAT, PRIVATE_FILE)
+    try:
+        os.fchmod(descriptor, PRIVATE_FILE)
+    finally:
+        os.close(descriptor)
+    for suffix in SIDE_FILES:
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(name + suffix, PRIVATE_FILE)
 
 
 @contextlib.contextmanager
@@ -98,6 +120,7 @@ class Database:
         return self._connection
 
     async def _open(self) -> aiosqlite.Connection:
+        await asyncio.to_thread(make_private, self._path)
         with _busy_is_retryable():
             # isolation_level=None: autocommit. Python's default would open a transaction
             # before every write and hold the file's write lock until an explicit commit.
