@@ -270,3 +270,47 @@ async def test_every_body_route_answers_400_to_out_of_range_numbers_and_lone_sur
                         assert response.status_code == 400, f"{where}: {response.text}"
                         assert response.headers["content-type"] == PROBLEM_JSON, where
                         assert response.json()["type"] == TYPE_BASE + slug, where
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        b"workspace_id=w1&limit=1e400",
+        b"workspace_id=w1&limit=-1e400",
+        b"workspace_id=w1&limit=" + b"9" * 400,
+        b"workspace_id=%ED%A0%80",
+        b"workspace_id=w1&status=%ED%A0%80",
+        b"workspace_id=w1&cursor=%ED%A0%80%ED%B0%80",
+    ],
+)
+async def test_query_parameters_carry_neither_and_are_refused_as_400(
+    world: World, monkeypatch: pytest.MonkeyPatch, query: bytes
+) -> None:
+    """A query string is percent-decoded as UTF-8 with replacement (a surrogate's bytes become
+    U+FFFD, never a lone surrogate) and no route reads a float from it: what these become is an
+    ordinary invalid parameter."""
+    app, _ = gateway(world, monkeypatch)
+    secret = await owner_key(world)
+    async with client(app, headers={"Authorization": f"Bearer {secret}"}) as http:
+        response = await http.get(f"/api/v1/projects/p1/executions?{query.decode()}")
+    assert response.status_code == 400, response.text
+    assert response.headers["content-type"] == PROBLEM_JSON
+
+
+async def test_headers_that_reach_validation_render_their_refusal(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Header values are read as Latin-1, so no byte makes a lone surrogate; one too long is an
+    ordinary 400 whatever its bytes."""
+    app, _ = gateway(world, monkeypatch)
+    secret = await owner_key(world)
+    headers = {"Authorization": f"Bearer {secret}", "content-type": "application/json"}
+    body = b'{"agent": "refund-approval", "message": "m"}'
+    async with client(app, headers=headers) as http:
+        response = await http.post(
+            "/api/v1/projects/p1/workspaces/w1/invoke",
+            content=body,
+            headers=[("Idempotency-Key", b"\xed\xa0\x80" * 100)],
+        )
+    assert response.status_code == 400, response.text
+    assert response.headers["content-type"] == PROBLEM_JSON
