@@ -310,7 +310,7 @@ async def test_headers_that_reach_validation_render_their_refusal(
         response = await http.post(
             "/api/v1/projects/p1/workspaces/w1/invoke",
             content=body,
-            headers=[("Idempotency-Key", b"\xed\xa0\x80" * 100)],
+            headers=[(b"Idempotency-Key", b"\xed\xa0\x80" * 100)],
         )
     assert response.status_code == 400, response.text
     assert response.headers["content-type"] == PROBLEM_JSON
