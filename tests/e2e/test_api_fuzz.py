@@ -1,11 +1,14 @@
 """Schemathesis against the served OpenAPI spec, with a valid owner key: no 5xx, and every
 response conforms to the spec (status codes, content types, bodies). Its stateful phase chains
-calls through the OpenAPI links, and must follow every link the invoke route declares."""
+calls through the OpenAPI links, and must follow every link the invoke route declares. A second
+run puts ``1e400``, ``-1e400`` and ``"\\ud800"`` in every body it generates
+(``tests/e2e/hostile_json_hooks.py``) and asks for a 400 problem naming them on every route."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -14,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.cluster import Cluster
+from tests.e2e.cluster import REPO, Cluster
 from tests.e2e.conftest import PROJECT, WORKSPACE
 from tests.e2e.test_security_edge import gateway_process
 
@@ -134,3 +137,91 @@ async def test_the_served_api_holds_to_its_spec(cluster: Cluster, tmp_path: Path
     assert len(declared) == 5, declared
     missed = declared - followed_links(events)
     assert not missed, f"the stateful phase never followed {sorted(missed)}:\n{text[-3000:]}"
+
+
+HOSTILE_CONFIG = """
+[generation]
+max-examples = 12
+"""
+"""The hostile run: only the fuzzing phase (its bodies come from the hooks' strategy), a few
+examples per operation, each of them a hostile body."""
+
+
+def hostile_checks(events: Path) -> dict[str, list[str]]:
+    """The outcomes of ``hostile_json_is_a_400``, by operation (NDJSON report)."""
+    outcomes: dict[str, list[str]] = {}
+    for line in events.read_text().splitlines():
+        finished = json.loads(line).get("ScenarioFinished")
+        if finished is None:
+            continue
+        recorder = finished["recorder"]
+        for checks in recorder.get("checks", {}).values():
+            for check in checks:
+                if check["name"] == "hostile_json_is_a_400":
+                    outcomes.setdefault(recorder["label"], []).append(check["status"])
+    return outcomes
+
+
+@pytest.mark.timeout(600)
+async def test_hostile_json_is_a_400_problem_on_every_route(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Issue 31: out-of-range numbers and lone surrogates were 500s on the native and the
+    LangGraph routes alike."""
+    secret = await cluster.key(PROJECT)
+    binary = shutil.which("schemathesis", path=str(Path(sys.executable).parent))
+    assert binary is not None, "schemathesis is a dev dependency: pip install -e '.[dev]'"
+    config = tmp_path / "schemathesis.toml"
+    config.write_text(HOSTILE_CONFIG)
+    events = tmp_path / "events.ndjson"
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "SCHEMATHESIS_HOOKS": "tests.e2e.hostile_json_hooks",
+    }
+    async with gateway_process(
+        cluster, "gateway-hostile", INTERLOCK_STREAM_MAX_SECONDS=STREAM_SECONDS
+    ) as gateway:
+        process = await asyncio.create_subprocess_exec(
+            binary,
+            "--config-file",
+            str(config),
+            "run",
+            f"{gateway.url}/openapi.json",
+            "--header",
+            f"Authorization: Bearer {secret}",
+            "--checks",
+            f"{CHECKS},hostile_json_is_a_400",
+            "--phases",
+            "fuzzing",
+            "--seed",
+            "20261202",
+            "--request-timeout",
+            "30",
+            "--report",
+            "ndjson",
+            "--report-ndjson-path",
+            str(events),
+            "--report-dir",
+            str(tmp_path),
+            env=env,
+            cwd=REPO,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        output, _ = await asyncio.wait_for(process.communicate(), timeout=480)
+        text = output.decode(errors="replace")
+        assert process.returncode == 0, text[-6000:]
+        async with httpx.AsyncClient() as client:
+            spec = (await client.get(f"{gateway.url}/openapi.json")).json()
+    with_bodies = {
+        f"{method.upper()} {path}"
+        for path, operations in spec["paths"].items()
+        for method, operation in operations.items()
+        if "requestBody" in operation
+    }
+    outcomes = hostile_checks(events)
+    assert any(name.startswith("POST /langgraph/") for name in with_bodies), with_bodies
+    missed = with_bodies - {name for name, results in outcomes.items() if "success" in results}
+    assert not missed, f"no hostile body reached {sorted(missed)}:\n{text[-3000:]}"
+    assert all(result == "success" for results in outcomes.values() for result in results)
