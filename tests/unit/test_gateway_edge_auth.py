@@ -29,6 +29,7 @@ from services.gateway.auth import (
     warn_if_development_key_present,
 )
 from shared.crypto import new_key_entry
+from shared.senders import new_key_pair
 from shared.store.api_keys import DEVELOPMENT_KEY_ID, ApiKey, ApiKeys, Role, create_key
 from tests.unit.inprocess import World
 
@@ -74,6 +75,7 @@ def gateway(
     monkeypatch.setattr(gateway_app, "configure_logging", lambda *args, **kwargs: None)
     if settings.get("environment") == "production":
         settings.setdefault("encryption_keys", new_key_entry())
+        settings.setdefault("decision_signing_key", f"k1:{new_key_pair()[0]}")
     built = GatewaySettings(kafka_bootstrap_servers="unused:9092", topic_prefix="mem.", **settings)
     return create_app(built, store=world.store, publisher=world.bus), built
 

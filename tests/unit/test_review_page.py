@@ -17,6 +17,7 @@ from pydantic import BaseModel, SecretStr
 from services.gateway import app as gateway_app
 from services.gateway.app import DEV_PROJECT, GatewaySettings, create_app
 from services.gateway.web import STATIC_DIR, SignInDefaults, install_review_page
+from shared.senders import new_key_pair
 from shared.store.memory import InMemoryStore
 
 
@@ -166,11 +167,13 @@ def test_in_development_the_sign_in_form_is_offered_the_development_project(
 def test_elsewhere_the_sign_in_form_starts_empty(
     monkeypatch: pytest.MonkeyPatch, environment: str
 ) -> None:
-    # Production requires its own encryption key, as an operator would give it.
+    # Production requires its own encryption and decision keys, as an operator would give them.
     key = "k1:" + base64.b64encode(bytes(32)).decode()
+    production = environment == "production"
     settings = GatewaySettings(
         environment=environment,
-        encryption_keys=SecretStr(key) if environment == "production" else None,
+        encryption_keys=SecretStr(key) if production else None,
+        decision_signing_key=SecretStr(f"k1:{new_key_pair()[0]}") if production else None,
     )
     with _serve(monkeypatch, settings) as client:
         assert client.get("/reviews/config").json() == {}
