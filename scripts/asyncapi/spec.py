@@ -15,7 +15,13 @@ from pydantic import BaseModel
 
 from scripts.asyncapi.topics import EXTERNAL, Action, Party, TopicDoc, operation_id, topic_docs
 from shared.custom_headers import CUSTOM_HEADER_PREFIX, SEALED_HEADER
-from shared.events import DecisionSubmitted, EventModel, ExecutionDispatched, ExecutionRequested
+from shared.events import (
+    CancelRequested,
+    DecisionSubmitted,
+    EventModel,
+    ExecutionDispatched,
+    ExecutionRequested,
+)
 from shared.senders import SIGNATURE_HEADER, SIGNER_HEADER
 from shared.settings import CommonSettings
 from shared.topics import Topics
@@ -60,7 +66,8 @@ CUSTOM_HEADERS_PLAIN = (
 SIGNER = (
     "Who signed the message: `gateway:<key id>` for the gateway, the producer's name for an"
     " outside producer registered in the orchestrators' `INTERLOCK_DECISION_PRODUCERS_FILE`."
-    " Required on decisions: the orchestrator applies no decision nobody registered signed"
+    " Required on decisions and cancellations: the orchestrator applies none that nobody"
+    " registered signed"
     ' (docs/security.md, "The bus as a channel"). On a request it makes the registered'
     " producer the requester."
 )
@@ -159,13 +166,13 @@ def _message(doc: TopicDoc, generated: dict[str, Any]) -> dict[str, Any]:
         message["headers"]["patternProperties"] = {
             f"^{CUSTOM_HEADER_PREFIX}": {"type": "string", "description": CUSTOM_HEADERS_PLAIN}
         }
-    if doc.model in (ExecutionRequested, DecisionSubmitted):
+    if doc.model in (ExecutionRequested, DecisionSubmitted, CancelRequested):
         message["headers"]["properties"][SIGNER_HEADER] = {"type": "string", "description": SIGNER}
         message["headers"]["properties"][SIGNATURE_HEADER] = {
             "type": "string",
             "description": SIGNATURE,
         }
-    if doc.model is DecisionSubmitted:
+    if doc.model in (DecisionSubmitted, CancelRequested):
         message["headers"]["required"] = [SIGNER_HEADER, SIGNATURE_HEADER]
     message["payload"] = generated["payload"]
     message["bindings"] = {

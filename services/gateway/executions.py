@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Query, status
 
-from services.gateway.auth import ANY_ROLE, OWNERS, access
+from services.gateway.auth import ANY_ROLE, access
 from services.gateway.bodies import api_router, json_object
 from services.gateway.cursors import CursorScope, PageCursors
 from services.gateway.intake import Intake
@@ -29,7 +29,7 @@ from services.gateway.schemas import (
 )
 from shared.domain.execution import ExecutionStatus
 from shared.events import Identifier
-from shared.store.api_keys import ApiKey, ApiKeys
+from shared.store.api_keys import CANCELLING_ROLES, ApiKey, ApiKeys
 
 
 def executions_router(intake: Intake, keys: ApiKeys, cursors: PageCursors) -> APIRouter:
@@ -97,7 +97,7 @@ def executions_router(intake: Intake, keys: ApiKeys, cursors: PageCursors) -> AP
 
 def cancel_router(intake: Intake, keys: ApiKeys) -> APIRouter:
     router = api_router()
-    canceller = Depends(access(keys, "cancel", OWNERS))  # a default: see executions_router
+    canceller = Depends(access(keys, "cancel", CANCELLING_ROLES))  # a default: see executions_router
 
     @router.post(
         f"{EXECUTION}/cancel",

@@ -332,7 +332,10 @@ class Intake:
             reason=reason,
             requested_by=requested_by,
         )
-        await self._publisher.publish(event, self._topics.cancellations, key=execution_id)
+        signed = self._signer.headers(encode_event(event))  # as decisions: shared/senders.py
+        await self._publisher.publish(
+            event, self._topics.cancellations, key=execution_id, headers=signed
+        )
         log.info("cancel.accepted", execution_id=execution_id)
         return execution
 

@@ -133,7 +133,11 @@ def register(
 
     on(topics.requested, ExecutionRequested, on_requested)
     on(topics.decisions, DecisionSubmitted, on_decision)
-    on(topics.cancellations, CancelRequested, orchestrator.on_cancel)
+
+    async def on_cancel(event: CancelRequested) -> None:
+        await orchestrator.on_cancel(event, sender())
+
+    on(topics.cancellations, CancelRequested, on_cancel)
     on(topics.suspended, ExecutionSuspended, orchestrator.on_suspended)
     on(topics.reported, ExecutionReported, orchestrator.on_reported)
     return orchestrator, sweeper

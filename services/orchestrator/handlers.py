@@ -25,14 +25,15 @@ import structlog
 
 from services.orchestrator import state_machine as sm
 from services.orchestrator.known import KnownExecutions
-from services.orchestrator.outside_decisions import OutsideDecisions, Refuse, Wait
+from services.orchestrator.outside_decisions import OutsideDecisions, Refuse, Wait, judge_cancel
+from services.orchestrator.transitions import with_audit
 from shared import metrics, tracing
 from shared.activity import CHANGED_IN_HEADER, ExecutionActivity
 from shared.agents import AgentRegistry
 from shared.bus import EventPublisher, Outgoing, carried_headers, publish_in_order
 from shared.domain.deadlines import DeadlineKind
 from shared.domain.decisions import DecisionError
-from shared.domain.execution import Execution, new_pending_execution
+from shared.domain.execution import AuditEntry, Execution, new_pending_execution
 from shared.errors import ConcurrencyConflict, RejectedMessage
 from shared.events import (
     CancelRequested,
@@ -233,8 +234,22 @@ class Orchestrator:
         claim = Claim(event.decision_id, event.model_dump_json())
         return await self._store.decisions.claim(event.execution_id, suspension_id, claim)
 
-    async def on_cancel(self, event: CancelRequested) -> None:
+    async def on_cancel(self, event: CancelRequested, sender: Sender) -> None:
+        """Cancel if ``sender`` may: the gateway's signed cancellation, a registered producer's
+        in its scope and role (recorded under its name), nobody else's."""
         loaded = await self._load(event)
+        judged = judge_cancel(loaded[0], event, sender)  # scope only: safe on a copy
+        if isinstance(judged, Refuse):
+            entry = AuditEntry(
+                actor=judged.actor,
+                action=judged.action,
+                reason=judged.reason,
+                event_id=event.event_id,
+            )
+            log.warning("cancel.refused", action=judged.action, reason=judged.reason)
+            await self._audit_once(loaded[0], event, entry)
+            raise RejectedMessage(judged.reason)
+        event = judged
 
         def cancel(current: Execution) -> sm.Outcome:
             try:
@@ -382,16 +397,24 @@ class Orchestrator:
         actor: str | None = None,
     ) -> None:
         """Record a rejected (or refused) decision in the audit trail, once per event."""
+        entry = sm.decision_refusal(event, reason, action=action, actor=actor)
+        await self._audit_once(execution, event, entry)
+
+    async def _audit_once(self, execution: Execution, cause: EventModel, entry: AuditEntry) -> None:
+        """Append ``entry`` (what ``cause`` did not do, and why) to the audit trail, once per
+        event and action."""
         for _ in range(MAX_CAS_ATTEMPTS):
-            if any(a.event_id == event.event_id and a.action == action for a in execution.audit):
+            if any(
+                a.event_id == entry.event_id and a.action == entry.action for a in execution.audit
+            ):
                 # Recorded by an earlier delivery, which may have died before announcing it.
-                await self._announce(execution, event)
+                await self._announce(execution, cause)
                 return
-            updated = sm.rejected_decision(execution, event, reason, action=action, actor=actor)
+            updated = with_audit(execution, entry)
             stored = await self._store.executions.replace(execution, updated)
             if stored is not None:
                 self._known.put(stored)
-                await self._announce(stored, event)
+                await self._announce(stored, cause)
                 return
             execution, _ = await self._reload(execution)
 

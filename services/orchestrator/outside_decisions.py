@@ -1,5 +1,6 @@
-"""Decisions the gateway did not sign: judged here, under the sender's own identity, by the same
-rules an API key's answer meets at the gateway (``shared/domain/judging.py``).
+"""Decisions (and cancellations) the gateway did not sign: judged here, under the sender's own
+identity, by the same rules an API key's answer meets at the gateway
+(``shared/domain/judging.py``).
 
 - A decision nobody signed (or signed with a key nobody registered) is refused: its
   ``reviewer`` and ``approvers`` are what the message claims, not who sent it. Anything that can
@@ -9,6 +10,8 @@ rules an API key's answer meets at the gateway (``shared/domain/judging.py``).
   route's), never its own request where the agent forbids self-approval, and as one approver of
   a quorum. What it writes in ``reviewer``, ``approvers`` or ``claimed`` is replaced: the audit
   names the producer, the quorum is counted from the approvals store.
+- A cancellation is held to the cancel route's rule the same way: nobody's is applied unsigned,
+  a producer's only in its scope and with a cancelling role, recorded under its own name.
 - The gateway's signed decisions passed these checks before they were published and are applied
   as they are.
 """
@@ -17,7 +20,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.orchestrator.state_machine import DECISION_REFUSED, DECISION_UNAUTHENTICATED
+from services.orchestrator.state_machine import (
+    CANCEL_REFUSED,
+    CANCEL_UNAUTHENTICATED,
+    DECISION_REFUSED,
+    DECISION_UNAUTHENTICATED,
+)
 from shared.agents import AgentRegistry, ReviewRules
 from shared.domain.decisions import resolve_decision
 from shared.domain.execution import Execution, ExecutionStatus
@@ -29,10 +37,10 @@ from shared.domain.judging import (
     check_may_decide,
 )
 from shared.domain.principals import Reviewer, SeparationOfDuties
-from shared.events import DecisionSubmitted
+from shared.events import CancelRequested, DecisionSubmitted
 from shared.quorum import record_and_count
 from shared.senders import GatewaySender, ProducerSender, Sender, Unverified
-from shared.store.api_keys import DECIDING_ROLES
+from shared.store.api_keys import CANCELLING_ROLES, DECIDING_ROLES, Role
 from shared.store.ports import Store
 
 UNVERIFIED_ACTOR = "unverified sender"
@@ -75,11 +83,15 @@ def answer_of(event: DecisionSubmitted) -> ReviewAnswer:
     )
 
 
-def judge_producer(
-    execution: Execution, event: DecisionSubmitted, producer: ProducerSender, rules: ReviewRules
+def _out_of_bounds(
+    execution: Execution,
+    producer: ProducerSender,
+    roles: tuple[Role, ...],
+    *,
+    doing: str,
+    refused: str,
 ) -> Refuse | None:
-    """Why ``producer`` may not give ``event`` at all, or None. Pure."""
-    refused = DECISION_REFUSED
+    """Why ``producer`` may not act on ``execution`` at all (its scope, its role), or None."""
     if not producer.may_act_in(execution.project_id, execution.workspace_id):
         return Refuse(
             refused,
@@ -87,13 +99,45 @@ def judge_producer(
             f"{producer.label} is not registered for project {execution.project_id},"
             f" workspace {execution.workspace_id}",
         )
-    if producer.role not in DECIDING_ROLES:
-        roles = ", ".join(DECIDING_ROLES)
+    if producer.role not in roles:
         return Refuse(
             refused,
             producer.label,
-            f"{producer.label} has role {producer.role}; deciding takes {roles}",
+            f"{producer.label} has role {producer.role}; {doing} takes {', '.join(roles)}",
         )
+    return None
+
+
+def judge_cancel(
+    execution: Execution, event: CancelRequested, sender: Sender
+) -> CancelRequested | Refuse:
+    """The cancellation to apply for ``sender`` (under its own name), or why not. Pure."""
+    if isinstance(sender, GatewaySender):
+        return event
+    if isinstance(sender, Unverified):
+        claimed = f" (it names {event.requested_by!r})" if event.requested_by else ""
+        return Refuse(
+            CANCEL_UNAUTHENTICATED,
+            UNVERIFIED_ACTOR,
+            f"not applied, {sender.reason}{claimed}; cancellations on the bus are applied only"
+            " when the gateway or a registered producer signed them",
+        )
+    refusal = _out_of_bounds(
+        execution, sender, CANCELLING_ROLES, doing="cancelling", refused=CANCEL_REFUSED
+    )
+    if refusal is not None:
+        return refusal
+    return event.model_copy(update={"requested_by": sender.label})
+
+
+def judge_producer(
+    execution: Execution, event: DecisionSubmitted, producer: ProducerSender, rules: ReviewRules
+) -> Refuse | None:
+    """Why ``producer`` may not give ``event`` at all, or None. Pure."""
+    refused = DECISION_REFUSED
+    out = _out_of_bounds(execution, producer, DECIDING_ROLES, doing="deciding", refused=refused)
+    if out is not None:
+        return out
     reviewer = Reviewer(label=producer.label, identity=producer.identity)
     try:
         check_may_decide(reviewer, execution, rules, answer_of(event))

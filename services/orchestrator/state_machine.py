@@ -433,6 +433,13 @@ DECISION_UNAUTHENTICATED = "decision.unauthenticated"
 signed; its reviewer and approvers are what it claimed, never an identity."""
 
 
+CANCEL_REFUSED = "cancel.refused"
+"""Audit action: a registered outside producer may not cancel this execution (scope, role)."""
+CANCEL_UNAUTHENTICATED = "cancel.unauthenticated"
+"""Audit action: a cancellation on the bus that neither the gateway nor a registered producer
+signed."""
+
+
 def rejected_decision(
     execution: Execution,
     event: DecisionSubmitted,
@@ -441,14 +448,18 @@ def rejected_decision(
     action: str = DECISION_REJECTED,
     actor: str | None = None,
 ) -> Execution:
-    return with_audit(
-        execution,
-        AuditEntry(
-            actor=actor or event.reviewer or "producer",
-            action=action,
-            reason=f"{_describe(event)!r}: {reason}",
-            event_id=event.event_id,
-        ),
+    return with_audit(execution, decision_refusal(event, reason, action=action, actor=actor))
+
+
+def decision_refusal(
+    event: DecisionSubmitted, reason: str, *, action: str, actor: str | None
+) -> AuditEntry:
+    """The audit entry of a decision that was not applied, and why."""
+    return AuditEntry(
+        actor=actor or event.reviewer or "producer",
+        action=action,
+        reason=f"{_describe(event)!r}: {reason}",
+        event_id=event.event_id,
     )
 
 

@@ -39,6 +39,8 @@ class Role(StrEnum):
 DECIDING_ROLES = (Role.OWNER,)
 """Who may decide a suspension, whichever channel the decision comes through: an API key at the
 gateway's resume routes, a registered outside producer on the bus (shared/senders.py)."""
+CANCELLING_ROLES = (Role.OWNER,)
+"""Who may cancel an execution, through the cancel routes or on the bus."""
 
 
 class ApiKey(BaseModel):

@@ -12,6 +12,7 @@ services as separate processes over real Kafka and the MongoDB-compatible store.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -164,3 +165,32 @@ async def test_a_registered_owner_producer_is_one_approver_under_its_own_identit
     [decision] = done["decisions"]
     assert decision["approvers"][0] == "producer:e2e-owner"
     assert CFO not in str(decision) and len(ledger_entries(cluster, execution_id)) == 1
+
+
+async def test_a_forged_cancellation_stops_nothing(
+    people: dict[str, Api], producers: dict[str, OutsideSystem]
+) -> None:
+    requester = people["requester"]
+    waiting = await suspended_refund(requester)
+    execution_id = waiting["execution_id"]
+    cancel = {
+        "type": "execution.cancel_requested",
+        "version": 1,
+        "event_id": str(uuid.uuid4()),
+        "execution_id": execution_id,
+        "project_id": PROJECT,
+        "workspace_id": WORKSPACE,
+        "requested_by": "the CFO",
+    }
+    system = producers["e2e-owner"]
+    await system.publish("execution.cancel_requested", cancel, key=execution_id, signed=False)
+    [entry] = await audit_with(requester, execution_id, "cancel.unauthenticated")
+    assert entry["actor"] == "unverified sender" and "the CFO" in entry["reason"]
+    assert (await requester.status_of(execution_id))["status"] == "suspended"
+    # Signed by the registered owner producer, it cancels, under the producer's name.
+    signed = {**cancel, "event_id": str(uuid.uuid4())}
+    await system.publish("execution.cancel_requested", signed, key=execution_id)
+    done = await requester.wait_for(execution_id, "cancelled")
+    assert done["status"] == "cancelled"
+    cancelled = await audit_with(requester, execution_id, "transition")
+    assert cancelled[-1]["actor"] == "producer:e2e-owner"

@@ -151,7 +151,7 @@ class OutsideSystem:
     ) -> RecordMetadata:
         value = body if isinstance(body, bytes) else json.dumps(body).encode()
         headers = None
-        if signed and name == "decision.submitted":
+        if signed and name in ("decision.submitted", "execution.cancel_requested"):
             headers = signature_headers(self._name, self._private_key, value)
         return await self._producer.send_and_wait(
             self.topic(name), value=value, key=key.encode(), partition=partition, headers=headers

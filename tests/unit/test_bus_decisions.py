@@ -15,7 +15,7 @@ import pytest
 
 from services.gateway.answers import ReviewAnswer
 from shared.domain.principals import Reviewer, SeparationOfDuties, person
-from shared.events import DecisionSubmitted, ExecutionRequested, encode_event
+from shared.events import CancelRequested, DecisionSubmitted, ExecutionRequested, encode_event
 from shared.senders import MessageSigner
 from tests import factories as f
 from tests.direct_bus import Collector
@@ -222,3 +222,44 @@ async def test_the_gateways_decisions_are_signed_and_applied(world: World) -> No
     done = await world.execution(started.execution_id)
     assert done.status.value == "completed"
     assert done.decisions[0].reviewer == "key:k (a)"
+
+
+async def test_a_cancellation_on_the_bus_needs_a_signature_and_a_cancelling_role(
+    bus_world: tuple[World, dict[str, MessageSigner], list[dict[str, Any]]],
+) -> None:
+    world, signers, _ = bus_world
+    started = await world.invoke("refund-approval", "CLM-4821")
+
+    async def cancel(signer: MessageSigner | None) -> None:
+        event = CancelRequested(
+            execution_id=started.execution_id, requested_by="the CFO", reason="stop", **SCOPE
+        )
+        body = encode_event(event)
+        await world.bus.publish_raw(
+            body,
+            world.topics.cancellations,
+            key=started.execution_id,
+            headers=signer.headers(body) if signer else None,
+        )
+
+    await cancel(None)
+    await cancel(signers["member"])
+    still = await world.execution(started.execution_id)
+    assert still.status.value == "suspended"
+    [unsigned] = [a for a in still.audit if a.action == "cancel.unauthenticated"]
+    assert unsigned.actor == "unverified sender" and "the CFO" in unsigned.reason
+    [member] = [a for a in still.audit if a.action == "cancel.refused"]
+    assert member.actor == "producer:member-bot" and "PROJECT_MEMBER" in member.reason
+    await cancel(signers["owner"])
+    cancelled = await world.execution(started.execution_id)
+    assert cancelled.status.value == "cancelled"
+    assert cancelled.audit[-1].actor == "producer:ops-bot"
+
+
+async def test_the_gateways_cancellations_are_signed_and_applied(world: World) -> None:
+    started = await world.invoke("refund-approval", "CLM-4821")
+    await world.intake.cancel(
+        **SCOPE, execution_id=started.execution_id, reason="withdrawn", requested_by="key:k (a)"
+    )
+    cancelled = await world.execution(started.execution_id)
+    assert cancelled.status.value == "cancelled" and cancelled.audit[-1].actor == "key:k (a)"

@@ -116,7 +116,7 @@ async def test_a_copy_out_of_date_loses_its_write_and_the_event_applies_to_the_n
     await here.on_reported(reported(1, ReportOutcome.STARTED))
     # Another replica (a rebalance) cancels: this replica's copy says running, epoch 1.
     await elsewhere.on_cancel(
-        CancelRequested(execution_id="exec-1", reason="no longer needed", **SCOPE)
+        CancelRequested(execution_id="exec-1", reason="no longer needed", **SCOPE), f.GATEWAY
     )
     executions.reads.clear()
 
