@@ -46,7 +46,13 @@ CONSUMERS = (ServiceName.ORCHESTRATOR, ServiceName.SANDBOX, ServiceName.NOTIFIER
 SECRET_NAME = re.compile(r"(SECRET|PASSWORD|TOKEN|API_KEY|MONGODB_URI|CREDENTIALS)", re.I)
 # Secrets the prod overlay expects to exist (deploy/README.md says how to create them).
 PROD_SECRETS = {
-    "interlock": {"mongodb-uri", "action-link-secret", "encryption-keys"},
+    "interlock": {
+        "mongodb-uri",
+        "action-link-secret",
+        "encryption-keys",
+        "decision-signing-key",
+        "decision-verify-keys",
+    },
     "mongodb": {"root-password", "app-password", "keyfile"},
 }
 
