@@ -162,7 +162,9 @@ async def test_the_langgraph_clients_x_api_key_authenticates_like_a_bearer_key(
         )
         assert listed.status_code == 200, listed.text
         assert len(counted.reads) == 1  # read once for the rate limit and the route together
-        wrong = await http.get(AGENTS, headers={"X-API-Key": secret[:-1] + "0"})
+        # Another last character (a secret that ends in "0" stays right with a "0").
+        forged = secret[:-1] + ("1" if secret.endswith("0") else "0")
+        wrong = await http.get(AGENTS, headers={"X-API-Key": forged})
         problem(wrong, 401, "unauthenticated")
         # One key, one bucket (a burst of 3), whichever header carries it: the X-API-Key request
         # spent the first token (the wrong key's was charged to the address).
