@@ -29,7 +29,7 @@ from services.gateway.limits import install_limits
 from services.gateway.notifications import build_notifications_router
 from services.gateway.problems import install_problem_handlers
 from services.gateway.routes import build_router
-from services.gateway.stream import StreamLimits, install_stream
+from services.gateway.stream import StreamBounds, StreamLimits, install_stream
 from services.gateway.web import SignInDefaults, install_api_docs, install_review_page
 from shared import metrics
 from shared.agents import AgentRegistry, load_registry
@@ -299,15 +299,20 @@ def install_routes(
     )
     cursors = PageCursors(settings.keyring)
     app.include_router(build_router(intake, registry, keys, cursors))
-    stream_limits = StreamLimits(
-        key_check_seconds=settings.stream_key_check_seconds,
-        max_per_key=settings.stream_max_per_key,
-        max_seconds=settings.stream_max_seconds,
+    # One cap per key, one key re-check and one lifetime for every request held open: the
+    # execution streams and the LangGraph API's waits, joins and streams alike.
+    bounds = StreamBounds(
+        keys,
+        StreamLimits(
+            key_check_seconds=settings.stream_key_check_seconds,
+            max_per_key=settings.stream_max_per_key,
+            max_seconds=settings.stream_max_seconds,
+        ),
     )
-    install_stream(app, intake, keys, feed, limits=stream_limits)
+    install_stream(app, intake, keys, feed, bounds)
     app.include_router(build_notifications_router(store.notifications, keys, cursors))
     # langgraph-sdk's client speaks to this one (services/gateway/langgraph/).
-    langgraph = LangGraphService(intake, store, feed)
+    langgraph = LangGraphService(intake, store, feed, bounds)
     app.include_router(build_langgraph_router(langgraph, registry, keys))
     # In development the review page offers the development key's project (never the key).
     dev_sign_in = SignInDefaults(DEV_PROJECT) if settings.environment == "development" else None

@@ -21,7 +21,9 @@ A stream is bounded three ways: it closes within ``key_check_seconds`` of its ke
 has open, so an idle stream is never woken for it); one key may hold at most ``max_per_key``
 streams open on one gateway process (429 beyond); and a stream lives at most ``max_seconds``,
 after which the client reconnects with ``Last-Event-ID`` (browsers do on their own) and
-continues exactly where it stopped.
+continues exactly where it stopped. ``StreamBounds`` holds the three for the whole process: the
+LangGraph API's waits, joins and streams (services/gateway/langgraph/) are held by the same cap,
+re-check and lifetime.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import aclosing, contextmanager
+from contextlib import AbstractContextManager, aclosing, contextmanager
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -64,6 +66,12 @@ DEFAULT_MAX_SECONDS = 900.0
 STREAM_CAP_RETRY_AFTER_SECONDS = 5
 
 log = structlog.get_logger(__name__)
+
+
+KEY_REVOKED = "the API key is no longer valid"
+"""Why a held request's watch ended: its key was revoked (or deleted) since it authenticated."""
+KEY_UNCHECKED = "the API key could not be checked again: reconnect"
+"""Why a held request's watch ended: the key's re-check failed (the reconnect is checked)."""
 
 
 class StreamEnded(Exception):
@@ -146,30 +154,69 @@ class KeyGuard:
                 valid = await self._rechecks.still_valid(key)
             except Exception as exc:
                 log.warning("stream.key_recheck_failed", key_id=key.key_id, error=repr(exc))
-                why = "the API key could not be checked again: reconnect"
+                why = KEY_UNCHECKED
             else:
                 if valid:
                     continue
-                why = "the API key is no longer valid"
+                why = KEY_REVOKED
             for watch in list(self._watches.get(key.key_id, ())):
                 watch.end(why)
             # The key's last stream closing cancels this timer; until then, nothing more to do.
             return
 
 
+class StreamBounds:
+    """The three bounds of every request this gateway process holds open: execution streams and
+    workspace changes (here), the LangGraph API's waits, joins and streams
+    (services/gateway/langgraph/). One cap per key across all of them, one re-check timer per
+    key, one lifetime: built once per process (services/gateway/app.py) and handed to each."""
+
+    def __init__(self, keys: ApiKeys, limits: StreamLimits | None = None) -> None:
+        self.limits = limits or StreamLimits()
+        self._open = OpenStreams(self.limits.max_per_key)
+        self._guard = KeyGuard(
+            KeyRechecks(keys, interval=self.limits.key_check_seconds, clock=self.limits.clock)
+        )
+
+    @property
+    def timers(self) -> int:
+        return self._guard.timers
+
+    @contextmanager
+    def slot(self, key: ApiKey) -> Iterator[None]:
+        """One of the key's held requests on this process; 429 past ``max_per_key``."""
+        if not self._open.open(key.key_id):
+            raise Problem(
+                429,
+                "too-many-streams",
+                "Too many open streams",
+                f"this key holds {self.limits.max_per_key} streams or waits open on this gateway"
+                " (execution streams, changes, LangGraph waits, joins and streams), the most it"
+                " may; close one or retry later",
+                headers={"Retry-After": str(STREAM_CAP_RETRY_AFTER_SECONDS)},
+            )
+        try:
+            yield
+        finally:
+            self._open.close(key.key_id)
+
+    def guarding(self, key: ApiKey, watch: Watch) -> AbstractContextManager[None]:
+        """``watch`` ended (``KEY_REVOKED``, ``KEY_UNCHECKED``) once ``key`` no longer holds."""
+        return self._guard.guarding(key, watch)
+
+    def lifetime(self, seconds: float) -> float:
+        """At most ``seconds``, and never past the streams' ``max_seconds``."""
+        return min(seconds, self.limits.max_seconds)
+
+
 def install_stream(
-    app: FastAPI,
-    intake: Intake,
-    keys: ApiKeys,
-    feed: ExecutionFeed,
-    *,
-    limits: StreamLimits | None = None,
+    app: FastAPI, intake: Intake, keys: ApiKeys, feed: ExecutionFeed, bounds: StreamBounds
 ) -> None:
     async def ended(_: Request, __: Exception) -> Response:
         return Response(status_code=204)
 
     app.add_exception_handler(StreamEnded, ended)
-    app.include_router(build_stream_router(intake, keys, feed, limits or StreamLimits()))
+    app.include_router(build_stream_router(intake, keys, feed, bounds))
 
 
 @dataclass(frozen=True)
@@ -190,18 +237,16 @@ class StreamChecks:
 
 
 def stream_checks(
-    intake: Intake, keys: ApiKeys, feed: ExecutionFeed, limits: StreamLimits
+    intake: Intake, keys: ApiKeys, feed: ExecutionFeed, bounds: StreamBounds
 ) -> StreamChecks:
     reader = Depends(access(keys, "reading", ANY_ROLE))
-    guard = KeyGuard(KeyRechecks(keys, interval=limits.key_check_seconds, clock=limits.clock))
-    open_streams = OpenStreams(limits.max_per_key)
 
     async def watching(
         project_id: Identifier,
         execution_id: Identifier,
         key: ApiKey = reader,
     ) -> AsyncIterator[Watch]:
-        with feed.watch(project_id, execution_id) as watch, guard.guarding(key, watch):
+        with feed.watch(project_id, execution_id) as watch, bounds.guarding(key, watch):
             async with feed.listening():
                 yield watch
 
@@ -232,34 +277,27 @@ def stream_checks(
         workspace_id: Annotated[Identifier, Query()],
         key: ApiKey = reader,
     ) -> AsyncIterator[Watch]:
-        with feed.watch_workspace(project_id, workspace_id) as watch, guard.guarding(key, watch):
+        with (
+            feed.watch_workspace(project_id, workspace_id) as watch,
+            bounds.guarding(key, watch),
+        ):
             async with feed.listening():
                 yield watch
 
     async def slot(key: ApiKey = reader) -> AsyncIterator[None]:
-        if not open_streams.open(key.key_id):
-            raise Problem(
-                429,
-                "too-many-streams",
-                "Too many open streams",
-                f"this key has {limits.max_per_key} execution streams open on this gateway, the"
-                " most it may; close one or retry later",
-                headers={"Retry-After": str(STREAM_CAP_RETRY_AFTER_SECONDS)},
-            )
-        try:
+        with bounds.slot(key):
             yield
-        finally:
-            open_streams.close(key.key_id)
 
     return StreamChecks(reader, watching, watched, resume_point, workspace_watching, slot)
 
 
 def build_stream_router(
-    intake: Intake, keys: ApiKeys, feed: ExecutionFeed, limits: StreamLimits
+    intake: Intake, keys: ApiKeys, feed: ExecutionFeed, bounds: StreamBounds
 ) -> APIRouter:
     router = APIRouter(responses=PROBLEM_RESPONSES)
-    checks = stream_checks(intake, keys, feed, limits)
+    checks = stream_checks(intake, keys, feed, bounds)
     reader = checks.reader
+    limits = bounds.limits
 
     @router.get(
         "/api/v1/projects/{project_id}/executions/{execution_id}/stream",

@@ -1,10 +1,16 @@
 """Threads of the LangGraph Agent Server compatible API: a durable conversation, by id.
 
 A thread's run is an execution whose id is derived from the thread's, so the record only has to
-exist and be listed. Thread ids are unique per project, not globally (callers choose them), so
-every adapter keys a thread by (project, thread) and creating one is an insert under that key:
-the one atomic write every server has, so of concurrent creates of one id exactly one creates.
-``metadata`` is the caller's data: adapters keep it as JSON text, never as document keys.
+exist and be listed. Thread ids are unique per workspace, not globally (callers choose them), so
+every adapter keys a thread by (project, workspace, thread) and creating one is an insert under
+that key: the one atomic write every server has, so of concurrent creates of one id exactly one
+creates. Every read names the workspace: a thread of another workspace is never returned, and
+its id is as free here as one never used (nothing tells that it exists). ``metadata`` is the
+caller's data: adapters keep it as JSON text, never as document keys.
+
+The previous release keyed threads by (project, thread). Each adapter adopts such records when
+it creates its schema (``ensure_indexes``, at every start-up): a record is read under the
+workspace it was created in, as before, and nowhere else.
 """
 
 from __future__ import annotations
@@ -29,15 +35,20 @@ class ThreadRecord(BaseModel):
 
 class ThreadStore(Protocol):
     async def create(self, thread: ThreadRecord) -> tuple[ThreadRecord, bool]:
-        """Insert unless the project has a thread with this id; return the stored thread (the
-        first one, whatever this one's workspace or metadata) and whether it was created now."""
+        """Insert unless the workspace has a thread with this id; return the stored thread (the
+        first one, whatever this one's metadata) and whether it was created now. Another
+        workspace's thread of the same id is another thread."""
         ...
 
-    async def get(self, project_id: str, thread_id: str) -> ThreadRecord | None: ...
+    async def get(self, project_id: str, workspace_id: str, thread_id: str) -> ThreadRecord | None:
+        """The workspace's thread of this id (None for one of another workspace)."""
+        ...
 
-    async def get_many(self, project_id: str, thread_ids: list[str]) -> dict[str, ThreadRecord]:
-        """The project's threads among ``thread_ids``, by id, in one query; missing ids are left
-        out."""
+    async def get_many(
+        self, project_id: str, workspace_id: str, thread_ids: list[str]
+    ) -> dict[str, ThreadRecord]:
+        """The workspace's threads among ``thread_ids``, by id, in one query; missing ids (and
+        other workspaces' threads) are left out."""
         ...
 
     # Last of the methods: below it, ``list`` in the class body names it, not the builtin.
@@ -49,13 +60,16 @@ class ThreadStore(Protocol):
         ...
 
 
-def thread_key(project_id: str, thread_id: str) -> str:
-    """``<project>/<thread>``: the unique key of a thread. The gateway's project ids never
-    contain ``/`` (services/gateway/auth.py), so the first ``/`` ends the project and two
-    (project, thread) pairs never share a key, whatever the thread id holds."""
-    if "/" in project_id:
-        raise ValueError(f"a project id cannot contain '/': {project_id!r}")
-    return f"{project_id}/{thread_id}"
+def thread_key(project_id: str, workspace_id: str, thread_id: str) -> str:
+    """``<project>/<workspace>/<thread>``: the unique key of a thread. The gateway's project and
+    workspace ids never contain ``/`` (services/gateway/auth.py), so the first two ``/`` end
+    them and two (project, workspace, thread) triples never share a key, whatever the thread id
+    holds. Nor does a key of the previous release, ``<project>/<thread>``: the gateway's thread
+    ids have no ``/`` either, so those keys hold exactly one."""
+    for name, value in (("project", project_id), ("workspace", workspace_id)):
+        if "/" in value:
+            raise ValueError(f"a {name} id cannot contain '/': {value!r}")
+    return f"{project_id}/{workspace_id}/{thread_id}"
 
 
 def created_key(thread: ThreadRecord) -> str:

@@ -214,7 +214,9 @@ async def test_cancelling_a_run_needs_an_owner_as_the_cancel_route_does() -> Non
     from shared.store.api_keys import ApiKey, Role
 
     member = ApiKey(key_id="k", project_id="p1", role=Role.MEMBER, name="m", secret_hash="h")
-    service = LangGraphService(SimpleNamespace(), SimpleNamespace(), SimpleNamespace())  # type: ignore[arg-type]
+    service = LangGraphService(
+        SimpleNamespace(), SimpleNamespace(), SimpleNamespace(), SimpleNamespace()
+    )  # type: ignore[arg-type]
     with pytest.raises(Problem) as refused:
         await service.cancel(Scope("p1", "w1"), pending(), member)
     assert refused.value.problem_status == 403

@@ -1,7 +1,13 @@
 """The LangGraph API's routes, under ``/langgraph/projects/{project_id}/workspaces/{workspace_id}``
 (a langgraph-sdk client's ``url``). Authentication is the API's keys (``x-api-key``, which the
 client sends, or ``Authorization: Bearer``); each route checks the role the matching Interlock
-route needs once its body says what is asked."""
+route needs once its body says what is asked.
+
+Waits, joins and streams are held as Interlock's execution streams are, by the same
+``StreamBounds`` of the process (services/gateway/stream.py): one cap per key across all of them
+(429 ``too-many-streams`` beyond, before any run starts), the key re-checked every
+``INTERLOCK_STREAM_KEY_CHECK_SECONDS`` (a revoked key's wait or join answers 401, its stream ends
+with an ``error`` event), and at most ``INTERLOCK_STREAM_MAX_SECONDS`` held."""
 
 from __future__ import annotations
 
@@ -257,7 +263,7 @@ def build_langgraph_router(
         body = run_request(raw)
         thread = thread_id or str(uuid.uuid4())
         # Watched from before the run starts: nothing it does falls before the watch.
-        async with service.watching(scope, thread) as watch:
+        async with service.watching(scope, thread, key) as watch:
             started = await service.start(
                 scope,
                 thread,
@@ -287,7 +293,7 @@ def build_langgraph_router(
         modes = body.modes()
         scope = scope_of(project_id, workspace_id)
         thread = thread_id or str(uuid.uuid4())
-        async with service.watching(scope, thread) as watch:
+        async with service.watching(scope, thread, key) as watch:
             started = await service.start(
                 scope,
                 thread,
@@ -314,7 +320,7 @@ def build_langgraph_router(
             started.thread.thread_id,
             messages,
             reread,
-            WAIT_SECONDS,
+            service.bounds.lifetime(WAIT_SECONDS),
         )
         async for event in events:
             yield event
@@ -427,7 +433,7 @@ def build_langgraph_router(
     ) -> dict[str, Any]:
         """The thread's state once the run stopped (as ``runs.wait`` answers)."""
         scope = scope_of(project_id, workspace_id)
-        async with service.watching(scope, thread_id) as watch:
+        async with service.watching(scope, thread_id, key) as watch:
             _, execution, epoch = await service.run_of(scope, thread_id, run)
             execution = await service.wait(watch, execution, epoch)
         return result_of(execution)
@@ -447,7 +453,8 @@ def build_langgraph_router(
         if action != "interrupt":
             raise unsupported("action=rollback: a cancelled execution keeps its history")
         scope = scope_of(project_id, workspace_id)
-        async with service.watching(scope, thread_id) as watch:
+
+        async def cancelled() -> tuple[Execution, int]:
             _, execution, epoch = await service.run_of(scope, thread_id, run)
             if epoch < execution.epoch:
                 raise Problem(
@@ -456,11 +463,15 @@ def build_langgraph_router(
                     "Run finished",
                     f"run {run} has finished; cancel the thread's latest run",
                 )
-            await service.cancel(scope, execution, key)
-            if wait:
-                execution = await service.wait(watch, execution, None)
+            return await service.cancel(scope, execution, key), epoch
+
         if not wait:
+            # Not held: a key at its cap of waits may still cancel.
+            await cancelled()
             return Response(status_code=202)
+        async with service.watching(scope, thread_id, key) as watch:
+            execution, epoch = await cancelled()
+            execution = await service.wait(watch, execution, None)
         return JSONResponse(run_body(thread_id, execution, epoch))
 
     return router

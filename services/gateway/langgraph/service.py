@@ -1,7 +1,13 @@
 """The LangGraph API's work behind its routes, free of HTTP: threads, runs started with an input
 or a decision, waiting for a run to stop. Runs go through ``Intake`` like the rest of the API,
 so an input is an invoke and ``command.resume`` a decision with every rule of the resume route
-(validation, separation of duties, one decision per suspension)."""
+(validation, separation of duties, one decision per suspension).
+
+Threads belong to a workspace: the store keys them by (project, workspace, thread), so a thread id
+used in another workspace is as free here as one never used. Every request held open (a wait, a
+join, a stream, a cancel that waits) is bounded as the execution streams are
+(services/gateway/stream.py, ``StreamBounds``): it takes one of its key's slots (429 past the
+cap), ends when its key is revoked (401), and lives at most the streams' lifetime."""
 
 from __future__ import annotations
 
@@ -26,6 +32,7 @@ from services.gateway.langgraph.views import (
     thread_of,
 )
 from services.gateway.problems import Problem
+from services.gateway.stream import KEY_REVOKED, StreamBounds
 from shared.domain.execution import Execution, ExecutionStatus
 from shared.domain.principals import Reviewer
 from shared.store.api_keys import ApiKey
@@ -60,10 +67,13 @@ class StartedRun:
 
 
 class LangGraphService:
-    def __init__(self, intake: Intake, store: Store, feed: ExecutionFeed) -> None:
+    def __init__(
+        self, intake: Intake, store: Store, feed: ExecutionFeed, bounds: StreamBounds
+    ) -> None:
         self._intake = intake
         self._store = store
         self._feed = feed
+        self.bounds = bounds
 
     # --- threads --------------------------------------------------------------------------
 
@@ -80,8 +90,9 @@ class LangGraphService:
             thread_id=thread_id or str(uuid.uuid4()),
             metadata=dict(metadata),
         )
+        # Unique per workspace: another workspace's thread of this id is not this one.
         stored, created = await self._store.threads.create(record)
-        if not created and (stored.workspace_id != scope.workspace_id or if_exists != "do_nothing"):
+        if not created and if_exists != "do_nothing":
             raise Problem(
                 409,
                 "thread-exists",
@@ -92,8 +103,8 @@ class LangGraphService:
         return stored, created
 
     async def thread(self, scope: Scope, thread_id: str) -> ThreadRecord:
-        record = await self._store.threads.get(scope.project_id, thread_id)
-        if record is None or record.workspace_id != scope.workspace_id:
+        record = await self._store.threads.get(scope.project_id, scope.workspace_id, thread_id)
+        if record is None:
             raise Problem(
                 404, "thread-not-found", "Thread not found", f"no thread {thread_id} here"
             )
@@ -129,7 +140,7 @@ class LangGraphService:
         found = await self._by_status(scope, STATUSES_OF_THREAD[status], limit + offset)
         found = found[offset:]
         records = await self._store.threads.get_many(
-            scope.project_id, [thread for thread, _ in found]
+            scope.project_id, scope.workspace_id, [thread for thread, _ in found]
         )
         return [(records[t], e) for t, e in found if t in records]
 
@@ -195,15 +206,31 @@ class LangGraphService:
         """Start the thread's run with its input, or the next run with a decision. A thread
         that does not exist is created for a stateless run or when asked
         (``if_not_exists='create'``)."""
+        if body.command is None:
+            # Roles first: a key that may not start a run creates no thread either.
+            require_role(key, "starting a run", WRITERS)
+            if stateless or body.if_not_exists == "create":
+                record, _ = await self.create_thread(
+                    scope, thread_id, body.metadata or {}, if_exists="do_nothing"
+                )
+            else:
+                record = await self.thread(scope, thread_id)
+            return await self._invoke(scope, record, body, key, headers)
+        require_role(key, "resuming a run", OWNERS)
+        # A decision names the assistant it answers: the thread's execution is read (with the
+        # thread, at once) to hold it to the thread's agent before anything is judged.
         if stateless or body.if_not_exists == "create":
             record, _ = await self.create_thread(
                 scope, thread_id, body.metadata or {}, if_exists="do_nothing"
             )
+            execution = await self.execution_of(scope, thread_id)
         else:
-            record = await self.thread(scope, thread_id)
-        if body.command is not None:
-            return await self._decide(scope, record, body, key, headers)
-        return await self._invoke(scope, record, body, key, headers)
+            record, execution = await self.thread_with_execution(scope, thread_id)
+        if execution is None:
+            raise not_suspended(record.thread_id)
+        if execution.agent != body.assistant_id:
+            raise assistant_mismatch(record.thread_id, execution.agent, body.assistant_id)
+        return await self._decide(scope, record, body, key, headers)
 
     async def _invoke(
         self,
@@ -213,7 +240,6 @@ class LangGraphService:
         key: ApiKey,
         headers: dict[str, str],
     ) -> StartedRun:
-        require_role(key, "starting a run", WRITERS)
         given = agent_input(body.input)
         try:
             execution = await self._intake.invoke(
@@ -227,9 +253,16 @@ class LangGraphService:
                 headers=headers,
             )
         except IdempotencyKeyReused:
+            # The thread's execution differs from this run (its input or its agent): read it
+            # only now, to say which.
+            existing = await self.execution_of(scope, record.thread_id)
+            if existing is not None and existing.agent != body.assistant_id:
+                raise assistant_mismatch(
+                    record.thread_id, existing.agent, body.assistant_id
+                ) from None
             raise thread_has_run(record.thread_id) from None
         if execution.agent != body.assistant_id:
-            raise thread_has_run(record.thread_id)
+            raise assistant_mismatch(record.thread_id, execution.agent, body.assistant_id)
         return StartedRun(record, execution, 1)
 
     async def _decide(
@@ -240,12 +273,11 @@ class LangGraphService:
         key: ApiKey,
         headers: dict[str, str],
     ) -> StartedRun:
-        require_role(key, "resuming a run", OWNERS)
         assert body.command is not None
         answer = review_answer(body.command)
         reviewer: Reviewer = key.as_reviewer()
         try:
-            # Intake reads the execution it judges the answer against: no read of ours first.
+            # Intake reads the execution again to judge the answer against its latest state.
             outcome = await self._intake.decide(
                 project_id=scope.project_id,
                 workspace_id=scope.workspace_id,
@@ -255,12 +287,7 @@ class LangGraphService:
                 headers=headers,
             )
         except ExecutionNotFound:
-            raise Problem(
-                409,
-                "not-suspended",
-                "Execution is not suspended",
-                f"thread {record.thread_id} has no run to resume: start it with an input",
-            ) from None
+            raise not_suspended(record.thread_id) from None
         # The execution as judged, before the decision: its run is the next epoch, pending
         # until the orchestrator applies the decision (a waiter hears that).
         return StartedRun(record, outcome.judged, outcome.suspension_id + 1)
@@ -289,9 +316,16 @@ class LangGraphService:
         return holder is not None or bool(approvals)
 
     @asynccontextmanager
-    async def watching(self, scope: Scope, thread_id: str) -> AsyncIterator[Watch]:
-        """The thread's execution's activity, heard from before anything is read or started."""
-        with self._feed.watch(scope.project_id, self.execution_id(scope, thread_id)) as watch:
+    async def watching(self, scope: Scope, thread_id: str, key: ApiKey) -> AsyncIterator[Watch]:
+        """The thread's execution's activity, heard from before anything is read or started,
+        held as a stream is: one of ``key``'s slots (429 past its cap, before anything starts),
+        and ended when ``key`` is revoked (``watch.ended``)."""
+        execution_id = self.execution_id(scope, thread_id)
+        with (
+            self.bounds.slot(key),
+            self._feed.watch(scope.project_id, execution_id) as watch,
+            self.bounds.guarding(key, watch),
+        ):
             async with self._feed.listening():
                 yield watch
 
@@ -304,24 +338,27 @@ class LangGraphService:
         self, watch: Watch, execution: Execution, epoch: int | None, seconds: float = WAIT_SECONDS
     ) -> Execution:
         """The execution once the run of ``epoch`` stopped (with None: once it ended), or as it
-        is after ``seconds``. Pushed: the store is read again only when a change says the
-        execution stopped."""
+        is after ``seconds`` (at most the streams' lifetime). Pushed: the store is read again
+        only when a change says the execution stopped. A watch ended by its key's re-check is
+        a refusal (``held_refusal``), never the state."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + seconds
+        deadline = loop.time() + self.bounds.lifetime(seconds)
         while not segment_done(execution, epoch):
+            if watch.ended is not None:
+                raise held_refusal(watch.ended)
             left = deadline - loop.time()
             if left <= 0:
                 return execution
             arrived = await watch.next(left)
+            if watch.ended is not None:
+                raise held_refusal(watch.ended)
             stopped = any(
                 a.change is not None
                 and (a.change.status.is_terminal or a.change.status is ExecutionStatus.SUSPENDED)
                 for a in arrived
             )
-            if stopped or watch.overflowed or watch.ended is not None:
+            if stopped or watch.overflowed:
                 execution = await self.reread(execution)
-            if watch.ended is not None:
-                return execution
         return execution
 
     async def cancel(self, scope: Scope, execution: Execution, key: ApiKey) -> Execution:
@@ -333,6 +370,41 @@ class LangGraphService:
             reason="cancelled through the LangGraph API",
             requested_by=key.principal,
         )
+
+
+def held_refusal(why: str) -> Problem:
+    """What a wait or a join answers when its key's re-check ended it: 401 for a key revoked
+    since it authenticated the request, 503 when the key could not be read again."""
+    if why == KEY_REVOKED:
+        return Problem(
+            401,
+            "unauthenticated",
+            "Authentication required",
+            f"{why}: this request was authenticated by a key revoked since",
+            headers={"WWW-Authenticate": 'Bearer realm="interlock"'},
+        )
+    return Problem(503, "key-check-failed", "Key check failed", why, headers={"Retry-After": "1"})
+
+
+def assistant_mismatch(thread_id: str, agent: str, asked: str) -> Problem:
+    return Problem(
+        409,
+        "assistant-mismatch",
+        "Assistant does not match the thread",
+        f"thread {thread_id} runs assistant {agent!r}; this run names {asked!r}: send"
+        f" assistant_id {agent!r} (a thread carries one agent's execution)",
+        thread_assistant=agent,
+        assistant_id=asked,
+    )
+
+
+def not_suspended(thread_id: str) -> Problem:
+    return Problem(
+        409,
+        "not-suspended",
+        "Execution is not suspended",
+        f"thread {thread_id} has no run to resume: start it with an input",
+    )
 
 
 def thread_has_run(thread_id: str) -> Problem:

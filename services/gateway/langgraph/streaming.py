@@ -12,7 +12,9 @@ changes, heard on ``execution.activity``. Modes:
 - ``values``: the state when the run starts and when it stops (with ``__interrupt__``): the
   sandbox records the state when a run stops, not after every step.
 
-A run that fails ends with an ``error`` event. Pure but for the reads the caller passes in.
+A run that fails ends with an ``error`` event, and so does a stream whose key was revoked while
+it was open (the key re-check of services/gateway/stream.py). Pure but for the reads the caller
+passes in.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from fastapi.sse import ServerSentEvent
 
 from services.gateway.feed import Watch
 from services.gateway.langgraph.views import interrupts_of, result_of, segment_done, values_of
+from services.gateway.stream import KEY_REVOKED
 from shared.domain.execution import Execution, ExecutionStatus
 from shared.store.progress import ProgressEntry, progress_key
 
@@ -124,6 +127,12 @@ def stop_events(execution: Execution, messages: Messages) -> list[ServerSentEven
     return events
 
 
+def ended_error(why: str) -> dict[str, str]:
+    """The ``error`` event of a stream its key's re-check ended (``KEY_REVOKED``: a 401 to a
+    wait; else the key could not be read again)."""
+    return {"error": "Unauthenticated" if why == KEY_REVOKED else "KeyCheckFailed", "message": why}
+
+
 async def run_events(
     watch: Watch,
     execution: Execution,
@@ -143,12 +152,18 @@ async def run_events(
         yield ServerSentEvent(event="values", data=values_of(execution))
     left = seconds
     while not segment_done(execution, epoch):
-        if left <= 0 or watch.overflowed or watch.ended is not None:
+        if watch.ended is not None:
+            # Its key was revoked (or could not be read again): the client raises the error.
+            yield ServerSentEvent(event="error", data=ended_error(watch.ended))
+            return
+        if left <= 0 or watch.overflowed:
             yield ServerSentEvent(comment="stream closed before the run stopped: join the run")
             return
         started = time.monotonic()
         arrived = await watch.next(left)
         left -= time.monotonic() - started
+        if watch.ended is not None:
+            continue  # nothing more for this key, whatever arrived with the ending
         for activity in arrived:
             if activity.progress is not None:
                 entries = [item.entry() for item in activity.progress]

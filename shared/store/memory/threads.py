@@ -7,20 +7,22 @@ from shared.store.threads import ThreadRecord, check_page, list_key
 
 class InMemoryThreads:
     def __init__(self) -> None:
-        self._threads: dict[tuple[str, str], ThreadRecord] = {}
+        self._threads: dict[tuple[str, str, str], ThreadRecord] = {}
 
     async def create(self, thread: ThreadRecord) -> tuple[ThreadRecord, bool]:
-        key = (thread.project_id, thread.thread_id)
+        key = (thread.project_id, thread.workspace_id, thread.thread_id)
         if key in self._threads:
             return self._threads[key], False
         self._threads[key] = thread
         return thread, True
 
-    async def get(self, project_id: str, thread_id: str) -> ThreadRecord | None:
-        return self._threads.get((project_id, thread_id))
+    async def get(self, project_id: str, workspace_id: str, thread_id: str) -> ThreadRecord | None:
+        return self._threads.get((project_id, workspace_id, thread_id))
 
-    async def get_many(self, project_id: str, thread_ids: list[str]) -> dict[str, ThreadRecord]:
-        found = (self._threads.get((project_id, thread_id)) for thread_id in thread_ids)
+    async def get_many(
+        self, project_id: str, workspace_id: str, thread_ids: list[str]
+    ) -> dict[str, ThreadRecord]:
+        found = (self._threads.get((project_id, workspace_id, t)) for t in thread_ids)
         return {t.thread_id: t for t in found if t is not None}
 
     async def list(
