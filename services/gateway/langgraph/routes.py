@@ -196,7 +196,7 @@ def build_langgraph_router(
             raise unsupported(f"{', '.join(refused)}: threads are searched by status or ids")
         scope = scope_of(project_id, workspace_id)
         if asked.ids is not None:
-            pairs = [await service.thread_with_execution(scope, t) for t in asked.ids]
+            pairs = await service.by_ids(scope, asked.ids, asked.status, asked.limit, asked.offset)
         else:
             pairs = await service.search(scope, asked.status, asked.limit, asked.offset)
         return [ThreadView(record, execution).body() for record, execution in pairs]

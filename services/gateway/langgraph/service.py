@@ -26,6 +26,7 @@ from services.gateway.intake import Intake, execution_id_for
 from services.gateway.langgraph.requests import RunRequest, agent_input, review_answer
 from services.gateway.langgraph.views import (
     STATUSES_OF_THREAD,
+    THREAD_STATUS,
     epoch_of_run,
     segment_done,
     thread_key,
@@ -128,6 +129,26 @@ class LangGraphService:
             self.thread(scope, thread_id), self.execution_of(scope, thread_id)
         )
         return record, execution
+
+    async def by_ids(
+        self, scope: Scope, thread_ids: list[str], status: str | None, limit: int, offset: int
+    ) -> list[tuple[ThreadRecord, Execution | None]]:
+        """The workspace's threads among ``thread_ids``, in the order asked (with ``status``,
+        those in it): one read of the threads, then one of each found thread's execution, at
+        once. An id of no thread here is left out, whether or not another workspace has one."""
+        records = await self._store.threads.get_many(
+            scope.project_id, scope.workspace_id, thread_ids
+        )
+        found = [records[t] for t in dict.fromkeys(thread_ids) if t in records]
+        executions = await asyncio.gather(*(self.execution_of(scope, r.thread_id) for r in found))
+        pairs = list(zip(found, executions, strict=True))
+        if status is not None:
+            pairs = [
+                (record, execution)
+                for record, execution in pairs
+                if (THREAD_STATUS[execution.status] if execution else "idle") == status
+            ]
+        return pairs[offset : offset + min(limit, MAX_SEARCH)]
 
     async def search(
         self, scope: Scope, status: str | None, limit: int, offset: int
