@@ -178,10 +178,6 @@ class StreamBounds:
             KeyRechecks(keys, interval=self.limits.key_check_seconds, clock=self.limits.clock)
         )
 
-    @property
-    def timers(self) -> int:
-        return self._guard.timers
-
     @contextmanager
     def slot(self, key: ApiKey) -> Iterator[None]:
         """One of the key's held requests on this process; 429 past ``max_per_key``."""
