@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
+from pymongo.errors import ServerSelectionTimeoutError
 
 from services.gateway.intake import execution_id_for
 from services.gateway.langgraph.views import thread_key
@@ -252,3 +253,36 @@ async def test_a_join_and_a_stream_live_at_most_the_streams_lifetime(
         assert streamed.status_code == 200
         assert "join the run" in streamed.text
         assert [kind for kind, _ in sse(streamed.text)] == ["metadata", "values"]
+
+
+async def test_a_key_that_cannot_be_read_again_ends_a_join_with_503_and_a_stream_with_error(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with held(world, monkeypatch, stream_key_check_seconds=0.05) as run:
+        join = asyncio.create_task(run.join(run.reader))
+        streamer = await key(world, email="first@example.com")
+        stream = asyncio.create_task(
+            run.http.post(
+                f"{LANGGRAPH}/threads/{run.thread_id}/runs/stream",
+                json={"assistant_id": AGENT, "command": {"resume": "approve"}},
+                headers=run.as_key(streamer),
+            )
+        )
+        await asyncio.sleep(0.2)  # both held past several re-checks (nothing to wait for)
+        assert not (join.done() or stream.done())
+
+        async def unreachable(key_id: str) -> None:
+            raise ServerSelectionTimeoutError("the database is away")
+
+        monkeypatch.setattr(world.store.api_keys, "get", unreachable)
+        async with asyncio.timeout(5):
+            joined, streamed = await asyncio.gather(join, stream)
+        problem(joined, 503, "service-unavailable")
+        assert int(joined.headers["retry-after"]) >= 1
+        assert sse(streamed.text)[-1] == (
+            "error",
+            {
+                "error": "KeyCheckFailed",
+                "message": "the API key could not be checked again: reconnect",
+            },
+        )

@@ -36,7 +36,9 @@ from services.gateway.problems import Problem
 from services.gateway.stream import KEY_REVOKED, StreamBounds
 from shared.domain.execution import Execution, ExecutionStatus
 from shared.domain.principals import Reviewer
+from shared.errors import InterlockError
 from shared.store.api_keys import ApiKey
+from shared.store.errors import StoreUnavailable
 from shared.store.ports import Store
 from shared.store.threads import ThreadRecord
 
@@ -393,9 +395,10 @@ class LangGraphService:
         )
 
 
-def held_refusal(why: str) -> Problem:
+def held_refusal(why: str) -> InterlockError:
     """What a wait or a join answers when its key's re-check ended it: 401 for a key revoked
-    since it authenticated the request, 503 when the key could not be read again."""
+    since it authenticated the request; when the key could not be read again, the store's
+    transient failure (503 with Retry-After, as any request the store fails)."""
     if why == KEY_REVOKED:
         return Problem(
             401,
@@ -404,7 +407,7 @@ def held_refusal(why: str) -> Problem:
             f"{why}: this request was authenticated by a key revoked since",
             headers={"WWW-Authenticate": 'Bearer realm="interlock"'},
         )
-    return Problem(503, "key-check-failed", "Key check failed", why, headers={"Retry-After": "1"})
+    return StoreUnavailable(why)
 
 
 def assistant_mismatch(thread_id: str, agent: str, asked: str) -> Problem:
