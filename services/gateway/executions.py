@@ -97,7 +97,9 @@ def executions_router(intake: Intake, keys: ApiKeys, cursors: PageCursors) -> AP
 
 def cancel_router(intake: Intake, keys: ApiKeys) -> APIRouter:
     router = api_router()
-    canceller = Depends(access(keys, "cancel", CANCELLING_ROLES))  # a default: see executions_router
+    canceller = Depends(
+        access(keys, "cancel", CANCELLING_ROLES)
+    )  # a default: see executions_router
 
     @router.post(
         f"{EXECUTION}/cancel",
