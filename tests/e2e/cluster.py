@@ -51,6 +51,8 @@ class Cluster:
     def __init__(self, *, kafka: str, mongodb: str, workdir: Path) -> None:
         self.run_id = uuid.uuid4().hex[:10]
         self.workdir = workdir
+        # Made here (it may exist already): the producers file is written before any process.
+        workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.ledger = workdir / "ledger.jsonl"
         self.env = {
@@ -102,7 +104,6 @@ class Cluster:
                 f'[producers.{name}]\npublic_key = "{public}"\nrole = "{role}"\n'
                 f"projects = [{projects}]\n"
             )
-        self.workdir.mkdir(parents=True, exist_ok=True)
         path = self.workdir / "producers.toml"
         path.write_text("\n".join(tables))
         return path

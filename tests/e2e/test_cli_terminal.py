@@ -236,7 +236,6 @@ async def stalling_cluster(
     """A cluster of its own whose one sandbox freezes (SIGSTOP) the first time an agent run
     ends, before reporting it: that execution stays running, later ones pending."""
     cluster = Cluster(kafka=kafka_bootstrap, mongodb=mongodb_uri, workdir=tmp_path / "cluster")
-    cluster.workdir.mkdir()
     cluster.create_topics()
     cluster.start("orchestrator", "notifier", "gateway")
     faults = {

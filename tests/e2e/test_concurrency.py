@@ -40,7 +40,6 @@ a load of their own on the two cores the services share."""
 @pytest.fixture
 async def one_sandbox(kafka_bootstrap: str, mongodb_uri: str, tmp_path: Path) -> AsyncIterator[Api]:
     cluster = Cluster(kafka=kafka_bootstrap, mongodb=mongodb_uri, workdir=tmp_path / "cluster")
-    await asyncio.to_thread((tmp_path / "cluster").mkdir)
     cluster.create_topics()
     cluster.start("gateway", "orchestrator", "notifier")
     cluster.start("sandbox", env={"INTERLOCK_CONSUMER_CONCURRENCY": str(LIMIT)})

@@ -43,7 +43,6 @@ secrets_env = "TEST_OPS_SECRETS"
     clock = tmp_path / "clock"
     clock.write_text(T0.isoformat())
     cluster = Cluster(kafka=kafka_bootstrap, mongodb=mongodb_uri, workdir=tmp_path / "cluster")
-    cluster.workdir.mkdir()
     cluster.env |= {
         "INTERLOCK_NOTIFICATIONS_FILE": str(channels),
         "TEST_OPS_SECRETS": f"{NEW_SECRET},{OLD_SECRET}",

@@ -141,7 +141,6 @@ action_links = true
 """
     )
     cluster = Cluster(kafka=kafka_bootstrap, mongodb=mongodb_uri, workdir=tmp_path / "cluster")
-    cluster.workdir.mkdir()
     cluster.env |= {
         "INTERLOCK_NOTIFICATIONS_FILE": str(channels),
         # A rotation in progress: every delivery is signed with both secrets.

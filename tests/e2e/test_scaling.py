@@ -34,7 +34,6 @@ async def scaled_cluster(
     kafka: str, mongodb: str, workdir: Path, *, sandboxes: int, others: int
 ) -> Cluster:
     cluster = Cluster(kafka=kafka, mongodb=mongodb, workdir=workdir)
-    await asyncio.to_thread(workdir.mkdir)
     cluster.env["INTERLOCK_TOPIC_PARTITIONS"] = str(PARTITIONS)
     # A stopped replica's partitions move after the session timeout: keep it short.
     cluster.env["INTERLOCK_KAFKA_SESSION_TIMEOUT_MS"] = "6000"

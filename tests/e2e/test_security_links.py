@@ -108,7 +108,6 @@ action_links = true
 """
     )
     cluster = Cluster(kafka=kafka_bootstrap, mongodb=mongodb_uri, workdir=workdir / "cluster")
-    cluster.workdir.mkdir()
     cluster.env |= {
         "INTERLOCK_NOTIFICATIONS_FILE": str(channels),
         "INTERLOCK_NOTIFICATION_POLL_SECONDS": "0.2",
