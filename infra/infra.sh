@@ -54,8 +54,11 @@ CTRL_PORT=$((10#$CTRL_PORT))
 SASL_PORT="${INTERLOCK_INFRA_KAFKA_SASL_PORT:-$((KAFKA_PORT + 2))}"
 check_port_number INTERLOCK_INFRA_KAFKA_SASL_PORT "$SASL_PORT"
 SASL_PORT=$((10#$SASL_PORT))
-# A second listener with SASL/PLAIN, so the tests prove that the clients authenticate (loopback
-# only; these credentials exist nowhere else).
+# A second listener with SASL (PLAIN and SCRAM-SHA-512), so the tests prove that the clients
+# authenticate (loopback only; these credentials exist nowhere else). The broker authorizes with
+# ACLs: this user and the PLAINTEXT listener's anonymous clients are super users, so every other
+# test runs as before, while a SCRAM user the tests create has only the ACLs they grant it (the
+# production overlay's, tests/e2e/test_kafka_acls.py).
 SASL_USER="interlock"
 SASL_PASSWORD="interlock-test-secret"
 MONGO_PORT="${INTERLOCK_INFRA_MONGO_PORT:-27117}"
@@ -404,8 +407,12 @@ advertised.listeners=PLAINTEXT://$HOST:$KAFKA_PORT,SASL_PLAINTEXT://$HOST:$SASL_
 inter.broker.listener.name=PLAINTEXT
 controller.listener.names=CONTROLLER
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
-sasl.enabled.mechanisms=PLAIN
+sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512
 listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$SASL_USER="$SASL_PASSWORD";
+listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:ANONYMOUS;User:$SASL_USER
+allow.everyone.if.no.acl.found=false
 log.dirs=$KAFKA_DATA
 auto.create.topics.enable=false
 num.partitions=1

@@ -1,7 +1,8 @@
 """Structural schemas of the custom resources in the overlays, written by hand.
 
 kubernetes-validate bundles the schemas of Kubernetes' own kinds only; the operators' CRDs
-(KEDA's ScaledObject, Strimzi's Kafka, KafkaNodePool and KafkaTopic) are not in it, and this
+(KEDA's ScaledObject and TriggerAuthentication, Strimzi's Kafka, KafkaNodePool, KafkaTopic and
+KafkaUser) are not in it, and this
 repository does not vendor them. These schemas were checked by hand against KEDA 2.x
 (keda.sh/v1alpha1) and Strimzi 0.4x (kafka.strimzi.io/v1beta2). They cover what the manifests
 use: required fields, types and enums, and no unknown key where the manifests write one (the
@@ -271,6 +272,13 @@ KAFKA = _resource(
                             required=("name", "port", "type", "tls"),
                         ),
                     },
+                    "authorization": _object(
+                        {
+                            "type": {"enum": ["simple", "opa", "keycloak", "custom"]},
+                            "superUsers": {"type": "array", "items": {"type": "string"}},
+                        },
+                        required=("type",),
+                    ),
                     "config": _CONFIG,
                     "resources": _RESOURCES,
                     "template": _LOOSE,
@@ -284,7 +292,99 @@ KAFKA = _resource(
     ),
 )
 
+_ACL_OPERATIONS = [
+    "Read",
+    "Write",
+    "Create",
+    "Delete",
+    "Alter",
+    "Describe",
+    "ClusterAction",
+    "AlterConfigs",
+    "DescribeConfigs",
+    "IdempotentWrite",
+    "All",
+]
+
+KAFKA_USER = _resource(
+    "kafka.strimzi.io/v1beta2",
+    "KafkaUser",
+    _object(
+        {
+            "authentication": _object(
+                {"type": {"enum": ["tls", "tls-external", "scram-sha-512"]}},
+                required=("type",),
+            ),
+            "authorization": _object(
+                {
+                    "type": {"const": "simple"},
+                    "acls": {
+                        "type": "array",
+                        "items": _object(
+                            {
+                                "resource": _object(
+                                    {
+                                        "type": {
+                                            "enum": ["topic", "group", "cluster", "transactionalId"]
+                                        },
+                                        "name": {"type": "string"},
+                                        "patternType": {"enum": ["literal", "prefix"]},
+                                    },
+                                    required=("type",),
+                                ),
+                                "type": {"enum": ["allow", "deny"]},
+                                "operations": {
+                                    "type": "array",
+                                    "minItems": 1,
+                                    "items": {"enum": _ACL_OPERATIONS},
+                                },
+                                "host": {"type": "string"},
+                            },
+                            required=("resource", "operations"),
+                        ),
+                    },
+                },
+                required=("type", "acls"),
+            ),
+        }
+    ),
+    labels=_CLUSTER_LABEL,
+)
+
+TRIGGER_AUTHENTICATION = _resource(
+    "keda.sh/v1alpha1",
+    "TriggerAuthentication",
+    _object(
+        {
+            "env": {
+                "type": "array",
+                "items": _object(
+                    {
+                        "parameter": {"type": "string"},
+                        "name": {"type": "string"},
+                        "containerName": {"type": "string"},
+                    },
+                    required=("parameter", "name"),
+                ),
+            },
+            "secretTargetRef": {
+                "type": "array",
+                "items": _object(
+                    {
+                        "parameter": {"type": "string"},
+                        "name": {"type": "string"},
+                        "key": {"type": "string"},
+                    },
+                    required=("parameter", "name", "key"),
+                ),
+            },
+        }
+    ),
+)
+
 BY_KIND: dict[tuple[str, str], Schema] = {
+    ("keda.sh/v1alpha1", "TriggerAuthentication"): TRIGGER_AUTHENTICATION,
+    ("kafka.strimzi.io/v1beta2", "KafkaUser"): KAFKA_USER,
     ("keda.sh/v1alpha1", "ScaledObject"): SCALED_OBJECT,
     ("kafka.strimzi.io/v1beta2", "KafkaTopic"): KAFKA_TOPIC,
     ("kafka.strimzi.io/v1beta2", "KafkaNodePool"): KAFKA_NODE_POOL,
