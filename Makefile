@@ -15,7 +15,7 @@ DEV_KEY := ilk_00000000000000de_development-key-not-for-production-use-000
 GIVEN_INFRA := $(and $(INTERLOCK_KAFKA_BOOTSTRAP_SERVERS),$(INTERLOCK_MONGODB_URI))
 USE_INFRA := $(if $(GIVEN_INFRA),true,source .infra/env)
 
-.PHONY: help venv lock infra-up infra-down topics up up-fg down dev test test-unit lint format asyncapi clean bench bench-full chaos
+.PHONY: help venv lock infra-up infra-down topics up up-fg down dev test test-unit lint format asyncapi store-roles clean bench bench-full chaos
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -97,6 +97,9 @@ chaos: venv infra-up ## Every chaos scenario (faults, poison, races, broker/db o
 
 asyncapi: venv ## Regenerate docs/asyncapi.yaml from the event models (a test checks it is current)
 	$(BIN)/python -m scripts.asyncapi
+
+store-roles: venv ## Regenerate the MongoDB roles (deploy/k8s/base/mongodb/service-roles.json) from shared/store/access.py
+	$(BIN)/python -m scripts.store_roles
 
 clean: ## Remove the virtualenv and caches (not .infra)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

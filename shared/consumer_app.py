@@ -1,9 +1,10 @@
 """The process around a consumer service (orchestrator, sandbox, notifier): its broker, store,
 health listener and periodic loops, started and stopped in one order for all three.
 
-Up: the health listener, then the store (pinged, its indexes ensured), then the service's own
-start, then the consumers, the loops and the one "started" log line. Down: the consumers first
-(nothing new arrives), then the loops, then the store and the health listener.
+Up: the health listener, then the store (pinged, its indexes ensured unless
+``INTERLOCK_STORE_INIT_AT_START`` is off), then the service's own start, then the consumers, the
+loops and the one "started" log line. Down: the consumers first (nothing new arrives), then the
+loops, then the store and the health listener.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ def consumer_app(
 
     async def open_store() -> None:
         await store.ping()
-        await store.ensure_indexes()
+        if settings.store_init_at_start:
+            await store.ensure_indexes()
         if start is not None:
             await start()
 

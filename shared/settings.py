@@ -33,6 +33,11 @@ class CommonSettings(BaseSettings):
     """Log every database command slower than this (``store.slow_command``, with its collection
     and the field names it filters on). None: only the ``interlock_store_command_seconds``
     histogram."""
+    store_init_at_start: bool = True
+    """Create the store's indexes and run its migrations at start-up, as ``interlock store init``
+    does. The manifests turn it off: there the store-init init container does it as the migrator,
+    and each service's MongoDB user may do only what the service itself does
+    (shared/store/access.py)."""
     topic_prefix: str = Field(default="", pattern=r"^[A-Za-z0-9._-]*$")
     """Prepended to every topic name; lets test runs share one broker without crosstalk."""
     topic_partitions: int = Field(default=DEFAULT_PARTITIONS, ge=1, le=1000)

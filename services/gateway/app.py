@@ -245,7 +245,8 @@ class GatewayClients:
         return lifespan
 
     async def _start(self, settings: GatewaySettings, health: HealthServer | None) -> None:
-        await self.store.ensure_indexes()
+        if settings.store_init_at_start:
+            await self.store.ensure_indexes()
         if settings.dev_api_key is not None:
             await create_key(
                 self.store.api_keys,

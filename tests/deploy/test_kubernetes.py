@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import importlib
+import json
 import re
 import tomllib
 from pathlib import Path
@@ -25,6 +26,7 @@ from services.sandbox.app import SandboxSettings
 from shared.agents import load_registry
 from shared.notifications.config import NotificationsFile
 from shared.settings import CommonSettings
+from shared.store.access import DEVELOPMENT_GRANTS, PRINCIPALS, roles_document, user_of
 from shared.topics import Topics
 from tests.deploy import crds
 from tests.deploy.dockerfile import final_stage_user
@@ -47,18 +49,32 @@ SECRET_NAME = re.compile(r"(SECRET|PASSWORD|TOKEN|API_KEY|MONGODB_URI|CREDENTIAL
 # Secrets the prod overlay expects to exist (deploy/README.md says how to create them).
 PROD_SECRETS = {
     "interlock": {
-        "mongodb-uri",
+        "mongodb-uri-gateway",
+        "mongodb-uri-orchestrator",
+        "mongodb-uri-sandbox",
+        "mongodb-uri-notifier",
+        "mongodb-uri-migrator",
         "action-link-secret",
         "encryption-keys",
         "decision-signing-key",
         "decision-verify-keys",
     },
-    "mongodb": {"root-password", "app-password", "keyfile"},
+    "mongodb": {"root-password", "keyfile"} | {f"{p}-password" for p in PRINCIPALS},
 }
 
 
 def setting_names(settings: type[BaseSettings]) -> set[str]:
     return {f"INTERLOCK_{name.upper()}" for name in settings.model_fields}
+
+
+GENERATED_SUFFIX = re.compile(r"-[a-z0-9]{10}$")
+"""The content hash kustomize appends to the name of a Secret it generates (dev)."""
+
+
+def secret_key_of(entry: Resource) -> tuple[str, str]:
+    """(Secret, key) of a variable taken from a Secret, the Secret's generated suffix dropped."""
+    ref = entry["valueFrom"]["secretKeyRef"]
+    return GENERATED_SUFFIX.sub("", ref["name"]), ref["key"]
 
 
 def settings_config_map(manifests: Manifests) -> dict[str, str]:
@@ -247,7 +263,8 @@ def test_services_wait_for_the_store_and_create_its_indexes_first(
     rendered: dict[str, Manifests], overlay: str
 ) -> None:
     """kubectl apply has no ordering, so each pod runs the idempotent `interlock store init`
-    before its service starts (and it retries until MongoDB answers)."""
+    before its service starts (and it retries until MongoDB answers), as the migrator; the
+    service itself then does not (its user may not)."""
     manifests = rendered[overlay]
     for service in SETTINGS:
         pod = manifests.interlock_pod(service)
@@ -255,10 +272,11 @@ def test_services_wait_for_the_store_and_create_its_indexes_first(
         assert init["command"] == ["interlock", "store", "init"], pod
         (container,) = pod.containers(init=False)
         assert init["image"] == container["image"], pod
-        assert (
-            manifests.environment(init)["INTERLOCK_MONGODB_URI"]
-            == (manifests.environment(container)["INTERLOCK_MONGODB_URI"])
-        ), pod
+        uri = manifests.environment(init)["INTERLOCK_MONGODB_URI"]
+        assert secret_key_of(uri) == ("interlock", "mongodb-uri-migrator"), pod
+        assert manifests.environment(container)["INTERLOCK_STORE_INIT_AT_START"] == {
+            "value": "false"
+        }, pod
 
 
 @pytest.mark.parametrize("overlay", ["dev", "prod"])
@@ -510,6 +528,8 @@ def test_mongodb_replica_set_members_agree(rendered: dict[str, Manifests], overl
     args = containers["mongod"]["args"]
     replica_set = args[args.index("--replSet") + 1]
     sidecar = {e["name"]: e.get("value") for e in containers["replset-init"]["env"]}
+    mounted = {m["mountPath"] for m in containers["replset-init"]["volumeMounts"]}
+    assert str(Path(sidecar["MONGODB_ROLES_FILE"]).parent) in mounted
     assert int(sidecar["MONGODB_REPLICAS"]) == statefulset["spec"]["replicas"]
     assert sidecar["MONGODB_REPLICA_SET"] == replica_set
     assert (
@@ -521,14 +541,62 @@ def test_mongodb_replica_set_members_agree(rendered: dict[str, Manifests], overl
     if overlay == "prod":
         assert statefulset["spec"]["replicas"] == 3
         return
-    # dev: the generated connection string names every member and the set.
+    # dev: each generated connection string names every member, the set, and its principal's
+    # user with the password the sidecar gives that user.
     secret = manifests.named_prefix("Secret", "interlock")
-    uri = _secret_value(secret, "mongodb-uri")
-    parts = urlsplit(uri)
-    hosts = parts.netloc.rpartition("@")[2].split(",")
-    assert len(hosts) == statefulset["spec"]["replicas"]
-    assert parse_qs(parts.query)["replicaSet"] == [replica_set]
-    assert parts.username == sidecar["MONGODB_APP_USER"]
+    passwords = manifests.named_prefix("Secret", "mongodb")
+    for principal in PRINCIPALS:
+        parts = urlsplit(_secret_value(secret, f"mongodb-uri-{principal}"))
+        hosts = parts.netloc.rpartition("@")[2].split(",")
+        assert len(hosts) == statefulset["spec"]["replicas"]
+        assert parse_qs(parts.query)["replicaSet"] == [replica_set]
+        assert parse_qs(parts.query)["authSource"] == [sidecar["MONGODB_APP_DATABASE"]]
+        assert parts.username == user_of(principal)
+        assert parts.password == _secret_value(passwords, f"{principal}-password")
+
+
+SANDBOX_MUST_NOT_REACH = (
+    "api_keys",
+    "approvals",
+    "approval_slots",
+    "decision_claims",
+    "spent_links",
+    "notification_deliveries",
+    "notification_outbox",
+    "notification_claims",
+    "threads",
+    "store_migrations",
+)
+"""What agent code, should it take the sandbox over, must neither read nor write."""
+
+
+@pytest.mark.parametrize("overlay", ["dev", "prod"])
+def test_each_service_connects_as_its_own_mongodb_user_of_the_least_privileges(
+    rendered: dict[str, Manifests], overlay: str
+) -> None:
+    manifests = rendered[overlay]
+    for service in SETTINGS:
+        (container,) = manifests.interlock_pod(service).containers(init=False)
+        uri = manifests.environment(container)["INTERLOCK_MONGODB_URI"]
+        assert secret_key_of(uri) == ("interlock", f"mongodb-uri-{service}"), service
+    # The sidecar creates a role and a user for every principal the code declares, each with a
+    # password of its own, from the roles file the code renders.
+    statefulset = Pod(manifests.get("StatefulSet", "mongodb"))
+    sidecar = next(c for c in statefulset.containers() if c["name"] == "replset-init")
+    env = {e["name"]: e for e in sidecar["env"]}
+    for principal in PRINCIPALS:
+        password = env[f"MONGODB_PASSWORD_{principal.upper()}"]
+        assert secret_key_of(password) == ("mongodb", f"{principal}-password")
+    scripts = manifests.named_prefix("ConfigMap", "mongodb-scripts")["data"]
+    roles = json.loads(scripts[Path(env["MONGODB_ROLES_FILE"]["value"]).name])
+    assert roles == roles_document()
+    sandbox = roles["principals"]["sandbox"]
+    reached = set(sandbox["privileges"]) | set(sandbox["development_privileges"])
+    assert reached.isdisjoint(SANDBOX_MUST_NOT_REACH), reached & set(SANDBOX_MUST_NOT_REACH)
+    # Only a development deployment widens a role (the gateway stores the development key).
+    development = env.get("MONGODB_DEVELOPMENT_GRANTS", {}).get("value") == "true"
+    assert development == (overlay == "dev")
+    assert set(DEVELOPMENT_GRANTS) == {"gateway"}
 
 
 # ---------------------------------------------------------------- dev

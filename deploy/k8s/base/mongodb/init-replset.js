@@ -47,13 +47,45 @@ try {
 }
 admin.auth("root", env.MONGODB_ROOT_PASSWORD);
 
-// The application's user may only read and write its own database (indexes included). Its
-// password follows the Secret: after changing app-password, restart mongodb-0.
+// Each Interlock process connects as a user of its own, whose role allows only the actions that
+// process takes on each collection of the application's database: service-roles.json, rendered
+// from shared/store/access.py (docs/store-access.md). Roles follow that file and passwords the
+// Secret on every run (updateRole and updateUser replace what was there): after changing
+// either, restart mongodb-0.
+const fs = require("fs");
+const principals = JSON.parse(fs.readFileSync(env.MONGODB_ROLES_FILE, "utf8")).principals;
 const appDb = db.getSiblingDB(env.MONGODB_APP_DATABASE);
-const roles = [{ role: "readWrite", db: env.MONGODB_APP_DATABASE }];
-if (appDb.getUser(env.MONGODB_APP_USER) === null) {
-  appDb.createUser({ user: env.MONGODB_APP_USER, pwd: env.MONGODB_APP_PASSWORD, roles });
-  print(`created user ${env.MONGODB_APP_USER}`);
-} else {
-  appDb.updateUser(env.MONGODB_APP_USER, { pwd: env.MONGODB_APP_PASSWORD, roles });
+// Development only: the gateway stores the well-known development key at start-up.
+const development = env.MONGODB_DEVELOPMENT_GRANTS === "true";
+
+function privilegesOf(principal) {
+  const grants = { ...principal.privileges };
+  if (development) {
+    for (const [collection, actions] of Object.entries(principal.development_privileges)) {
+      grants[collection] = [...new Set([...(grants[collection] || []), ...actions])].sort();
+    }
+  }
+  return Object.entries(grants).map(([collection, actions]) => ({
+    resource: { db: env.MONGODB_APP_DATABASE, collection },
+    actions,
+  }));
+}
+
+for (const [name, principal] of Object.entries(principals)) {
+  const privileges = privilegesOf(principal);
+  if (appDb.getRole(principal.role) === null) {
+    appDb.createRole({ role: principal.role, privileges, roles: [] });
+    print(`created role ${principal.role}`);
+  } else {
+    appDb.updateRole(principal.role, { privileges, roles: [] });
+  }
+  const pwd = env[`MONGODB_PASSWORD_${name.toUpperCase()}`];
+  if (!pwd) throw new Error(`MONGODB_PASSWORD_${name.toUpperCase()} is not set`);
+  const roles = [{ role: principal.role, db: env.MONGODB_APP_DATABASE }];
+  if (appDb.getUser(principal.user) === null) {
+    appDb.createUser({ user: principal.user, pwd, roles });
+    print(`created user ${principal.user}`);
+  } else {
+    appDb.updateUser(principal.user, { pwd, roles });
+  }
 }
