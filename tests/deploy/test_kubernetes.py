@@ -60,6 +60,9 @@ PROD_SECRETS = {
         "decision-verify-keys",
     },
     "mongodb": {"root-password", "keyfile"} | {f"{p}-password" for p in PRINCIPALS},
+    # Written by Strimzi, not by the operator: each KafkaUser's password and the cluster CA.
+    **{f"interlock-{s}": {"password"} for s in ServiceName},
+    "interlock-cluster-ca-cert": {"ca.crt"},
 }
 
 
@@ -432,7 +435,7 @@ def test_prod_topics_are_interlocks_replicated_three_times_two_in_sync(prod: Man
     assert pool["metadata"]["labels"]["strimzi.io/cluster"] == cluster
     assert pool["spec"]["replicas"] >= 3
     assert settings_config_map(prod)["INTERLOCK_KAFKA_BOOTSTRAP_SERVERS"] == (
-        f"{cluster}-kafka-bootstrap:9092"
+        f"{cluster}-kafka-bootstrap:9093"
     )
 
 
@@ -501,7 +504,7 @@ def test_prod_network_policies_deny_by_default_and_open_only_what_is_used(
     # The orchestrator reaches nothing but DNS, Kafka and MongoDB.
     (egress,) = selecting(prod.interlock_pod("orchestrator"), "Egress")
     ports = {port["port"] for rule in egress["spec"]["egress"] for port in rule["ports"]}
-    assert ports == {53, 9092, 27017}
+    assert ports == {53, 9093, 27017}  # Kafka's TLS + SCRAM listener (test_kafka_acls.py)
     # MongoDB accepts Interlock's pods and its own members.
     mongodb = prod.pod("StatefulSet", "mongodb")
     (allowed,) = [p for p in selecting(mongodb, "Ingress") if p["spec"].get("ingress")]
