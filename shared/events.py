@@ -23,6 +23,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    JsonValue,
     StringConstraints,
     ValidationError,
     model_validator,
@@ -136,7 +137,11 @@ class InterruptReview(BaseModel):
     """For action interrupts: how the agent expects the answer."""
     actions: list[ActionReview] = Field(default_factory=list)
     allowed_decisions: list[str] = Field(default_factory=list)
-    """For decision interrupts: the agent's declared decisions (empty: any)."""
+    """For decision interrupts: the agent's declared decisions. Empty: the interrupt declares
+    none, and ``interrupt()`` returns whatever the reviewer resumes with (``resume``)."""
+    answer_schema: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
+    """A JSON schema the interrupt's value declares (``answer_schema``) for the value it takes:
+    an answer that does not fit is refused before anything is stored."""
 
 
 class ToolRule(BaseModel):
@@ -206,6 +211,9 @@ class DecisionSubmitted(ExecutionScope):
     """The Atlas form: one decision word, e.g. ``approve``."""
     decisions: list[ActionDecision] | None = Field(default=None, max_length=1_000)
     """LangChain's form: one decision per pending action, in order."""
+    resume: JsonValue | None = Field(default=None, exclude_if=lambda v: v is None)
+    """LangGraph's form (``Command(resume=...)``): the value ``interrupt()`` returns, any JSON
+    but null; or an object keyed by interrupt ids answering each of them."""
     interrupt_id: str | None = Field(default=None, max_length=256)
     """Which pending interrupt this answers; needed when several are pending."""
     reviewer_notes: str | None = Field(default=None, max_length=10_000)
@@ -224,8 +232,9 @@ class DecisionSubmitted(ExecutionScope):
 
     @model_validator(mode="after")
     def _one_form(self) -> DecisionSubmitted:
-        if (self.decision is None) == (self.decisions is None):
-            raise ValueError("give exactly one of 'decision' or 'decisions'")
+        forms = sum(f is not None for f in (self.decision, self.decisions, self.resume))
+        if forms != 1:
+            raise ValueError("give exactly one of 'decision', 'decisions' or 'resume'")
         return self
 
     @model_validator(mode="before")

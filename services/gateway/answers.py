@@ -60,6 +60,7 @@ def resolve(execution: Execution, answer: ReviewAnswer) -> Resolution:
             reviewer_notes=answer.reviewer_notes,
             interrupt_id=answer.interrupt_id,
             suspension_id=answer.generation,
+            resume=answer.resume,
         )
     except NotSuspended as exc:
         _name_the_winner(execution, answer, exc)
@@ -98,7 +99,7 @@ def winner(decision_id: str, summary: str, decisions: Any, reviewer: str | None)
 
 def conflict_with(taken: DecisionSubmitted, suspension_id: int) -> DecisionConflict:
     """The answer lost the claim of suspension ``suspension_id`` to ``taken``."""
-    said = taken.decision or ", ".join(d.type for d in taken.decisions or [])
+    said = taken.decision or ", ".join(d.type for d in taken.decisions or []) or "a resume value"
     who = taken.reviewer or "an anonymous reviewer"
     return DecisionConflict(
         f"suspension {suspension_id} already has a decision: {said}"
@@ -122,8 +123,9 @@ def decision_event(
         project_id=execution.project_id,
         workspace_id=execution.workspace_id,
         suspension_id=suspension_id,
-        decision=resolution.summary if answer.decisions is None else None,
+        decision=resolution.summary if answer.decisions is None and answer.resume is None else None,
         decisions=answer.decisions,
+        resume=answer.resume,
         interrupt_id=answer.interrupt_id,
         reviewer_notes=answer.reviewer_notes,
         reviewer=reviewer.label if reviewer else None,

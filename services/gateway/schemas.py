@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -68,29 +68,39 @@ class InvokeAccepted(BaseModel):
 
 
 class ResumeRequest(BaseModel):
-    """The resume body, flat. Either the Atlas form, ``{"decision": "approve",
-    "reviewer_notes": "..."}``, or LangChain's decision list for action suspensions,
-    ``{"decisions": [{"type": "approve"}, {"type": "edit", "edited_action": {...}}, ...]}``, one
-    per pending action in order. ``interrupt_id`` names the interrupt answered when several are
-    pending; ``generation`` (the execution's current one) guards against answering a suspension
-    that has moved on. Nesting under ``human_review`` is rejected with 400."""
+    """The resume body, flat. The Atlas form, ``{"decision": "approve", "reviewer_notes":
+    "..."}``; LangChain's decision list for action suspensions, ``{"decisions": [{"type":
+    "approve"}, {"type": "edit", "edited_action": {...}}, ...]}``, one per pending action in
+    order; or LangGraph's ``{"resume": <any JSON>}``, which the interrupt returns as sent
+    (``reviewer_notes`` stay beside it in the record). ``interrupt_id`` names the interrupt
+    answered when several are pending; ``generation`` (the execution's current one) guards
+    against answering a suspension that has moved on. Nesting under ``human_review`` is rejected
+    with 400."""
 
     model_config = ConfigDict(extra="forbid")
 
     decision: str | None = Field(default=None, min_length=1, max_length=256)
     decisions: list[ActionDecision] | None = Field(default=None, min_length=1, max_length=1_000)
+    resume: Any = None  # parsed from JSON, so JSON already; Any keeps the schema inline
+    """LangGraph's form, as ``Command(resume=...)``: the value the pending ``interrupt()``
+    returns, exactly as sent (any JSON but null), or an object keyed by interrupt ids that
+    answers several at once (the others stay pending). Checked against what the interrupt
+    declares: its ``allowed_decisions`` (then it takes a word), the tool calls it reviews (then
+    ``{"decisions": [...]}``), or its ``answer_schema``."""
     interrupt_id: str | None = Field(default=None, min_length=1, max_length=256)
     generation: int | None = Field(default=None, ge=1)
     reviewer_notes: str | None = Field(default=None, max_length=10_000)
 
     @model_validator(mode="after")
     def _one_form(self) -> ResumeRequest:
-        if self.decision is None and self.decisions is None:
+        forms = [f for f in (self.decision, self.decisions, self.resume) if f is not None]
+        if not forms:
             raise ValueError(
-                "'decision' is required (or 'decisions', one per pending action, in order)"
+                "'decision' is required (or 'decisions', one per pending action, in order, or"
+                " 'resume', the value the interrupt returns)"
             )
-        if self.decision is not None and self.decisions is not None:
-            raise ValueError("send either 'decision' or 'decisions', not both")
+        if len(forms) > 1:
+            raise ValueError("send one of 'decision', 'decisions' or 'resume', not several")
         return self
 
 

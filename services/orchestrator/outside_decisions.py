@@ -77,6 +77,7 @@ def answer_of(event: DecisionSubmitted) -> ReviewAnswer:
     return ReviewAnswer(
         decision=event.decision,
         decisions=event.decisions,
+        resume=event.resume,
         interrupt_id=event.interrupt_id,
         generation=event.suspension_id,
         reviewer_notes=event.reviewer_notes,
@@ -211,6 +212,7 @@ class OutsideDecisions:
             reviewer_notes=answer.reviewer_notes,
             interrupt_id=answer.interrupt_id,
             suspension_id=answer.generation,
+            resume=answer.resume,
         )
         assert execution.suspension is not None  # resolve_decision checked it
         reviewer = Reviewer(label=producer.label, identity=producer.identity)

@@ -36,6 +36,7 @@ from shared.domain.execution import (
     ExecutionStatus,
     Suspension,
 )
+from shared.domain.review import summary_of
 from shared.events import (
     CancelRequested,
     DecisionSubmitted,
@@ -331,6 +332,7 @@ def on_decision(execution: Execution, event: DecisionSubmitted) -> Outcome:
         reviewer_notes=event.reviewer_notes,
         interrupt_id=event.interrupt_id,
         suspension_id=event.suspension_id,
+        resume=event.resume,
     )
     assert execution.suspension is not None  # resolve_decision checked it
     suspension_id = execution.suspension.suspension_id
@@ -345,6 +347,8 @@ def on_decision(execution: Execution, event: DecisionSubmitted) -> Outcome:
 def _describe(event: DecisionSubmitted) -> str:
     if event.decision is not None:
         return event.decision
+    if event.resume is not None:
+        return summary_of(event.resume)
     return ", ".join(d.type for d in event.decisions or [])
 
 
@@ -359,6 +363,7 @@ def _decision_record(event: DecisionSubmitted, decision: str, suspension_id: int
         suspension_id=suspension_id,
         decision=decision,
         decisions=event.decisions,
+        resume=event.resume,
         interrupt_id=event.interrupt_id,
         reviewer_notes=event.reviewer_notes,
         reviewer=event.reviewer,
@@ -394,11 +399,14 @@ def _settle_parked(walk: Walk, event_id: str | None) -> None:
         try:
             resolution = resolve_decision(
                 walk.execution,
-                decision=parked.decision if parked.decisions is None else None,
+                decision=(
+                    parked.decision if parked.decisions is None and parked.resume is None else None
+                ),
                 decisions=parked.decisions,
                 reviewer_notes=parked.reviewer_notes,
                 interrupt_id=parked.interrupt_id,
                 suspension_id=parked.suspension_id,
+                resume=parked.resume,
             )
         except DecisionError as exc:
             reason = str(exc)

@@ -5,7 +5,8 @@
 - In per-call mode each gated call is its own interrupt, ``{"type": "tool_approval", ...}``; its
   allowed decisions are the middleware's ``interrupt_on`` entry for the tool.
 - Anything else is the agent's own ``interrupt(...)``: one decision, from its
-  ``allowed_decisions`` if it declares them.
+  ``allowed_decisions`` if it declares them; otherwise any value (checked against the
+  ``answer_schema`` it may declare), which ``interrupt()`` returns as sent.
 
 The tools' argument schemas (the schema the model sees) go along, so the gateway can check an
 edit's args, and so do all the tools' policies, so it can refuse an edit that renames a call to a
@@ -100,8 +101,12 @@ def _review(interrupt: PendingInterrupt, tools: dict[str, ToolRule]) -> Interrup
         if isinstance(declared, list)
         else []
     )
+    schema = value.get("answer_schema") if isinstance(value, dict) else None
     return InterruptReview(
-        interrupt_id=interrupt.interrupt_id, kind="decision", allowed_decisions=allowed_words
+        interrupt_id=interrupt.interrupt_id,
+        kind="decision",
+        allowed_decisions=allowed_words,
+        answer_schema=schema if isinstance(schema, dict) and not allowed_words else None,
     )
 
 

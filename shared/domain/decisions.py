@@ -127,8 +127,10 @@ def resolve_decision(
     reviewer_notes: str | None,
     interrupt_id: str | None,
     suspension_id: int | None,
+    resume: Any = None,
 ) -> Resolution:
-    """Check a reviewer's answer against the execution's pending suspension.
+    """Check a reviewer's answer against the execution's pending suspension (``resume``:
+    LangGraph's form, see shared/domain/review.py).
 
     Raises NotSuspended, StaleSuspension (the answer names another generation),
     DecisionNotAllowed (a word outside ``allowed_decisions``) or InvalidDecision (any other
@@ -147,9 +149,10 @@ def resolve_decision(
             reviewer_notes=reviewer_notes,
             interrupt_id=interrupt_id,
             tools=suspension.tools,
+            resume=resume,
         )
     except DecisionNotInList as exc:
-        raise DecisionNotAllowed(decision or "", exc.allowed) from exc
+        raise DecisionNotAllowed(exc.decision, exc.allowed) from exc
     except ReviewError as exc:
         raise InvalidDecision(str(exc)) from exc
 

@@ -66,6 +66,8 @@ class Decision(BaseModel):
     decided_at: datetime = Field(default_factory=utc_now)
     decisions: list[ActionDecision] | None = None
     """The action decisions as submitted (LangChain's form)."""
+    resume: Any = None
+    """The value as submitted (LangGraph's form), kept beside who gave it and the notes."""
     interrupt_id: str | None = None
     values: dict[str, Any] | None = None
     """What each answered interrupt resumes with (absent: the Atlas shape for all)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -15,7 +16,7 @@ from shared.agents import ReviewRules
 from shared.domain.decisions import reviews_of
 from shared.domain.execution import Execution
 from shared.domain.principals import Reviewer, check_link_approval, check_reviewer
-from shared.domain.review import Resolution
+from shared.domain.review import Resolution, is_resume_map
 from shared.events import ActionDecision
 from shared.store.approvals import Approval
 
@@ -25,25 +26,48 @@ class ReviewAnswer(BaseModel):
 
     decision: str | None = None
     decisions: list[ActionDecision] | None = None
+    resume: Any = None
+    """LangGraph's form: what ``interrupt()`` returns (or a map of interrupt id to it)."""
     interrupt_id: str | None = None
     generation: int | None = None
     reviewer_notes: str | None = None
 
 
 def approving(answer: ReviewAnswer) -> bool:
-    """Does the answer let something run? A rejection (of everything) acts at once."""
+    """Does the answer let something run? A rejection (of everything) acts at once. A free
+    value (``resume``) lets the agent go on, so it counts as approving: the requester may not
+    give it where self-approval is off, and a quorum applies to it."""
     if answer.decisions is not None:
         return any(d.type != "reject" for d in answer.decisions)
+    if answer.resume is not None:
+        return _resume_approves(answer.resume)
     return (answer.decision or "").strip().casefold() != "reject"
+
+
+def _resume_approves(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().casefold() != "reject"
+    if isinstance(value, dict) and isinstance(value.get("decision"), str):
+        return _resume_approves(value["decision"])
+    if isinstance(value, dict) and isinstance(value.get("decisions"), list):
+        return any(
+            not (isinstance(d, dict) and d.get("type") == "reject") for d in value["decisions"]
+        )
+    if is_resume_map(value):
+        return any(_resume_approves(v) for v in value.values())
+    return True
 
 
 def answer_key(answer: ReviewAnswer, resolution: Resolution) -> str:
     """Approvals count together when they say the same thing; notes may differ."""
-    said = {
+    said: dict[str, Any] = {
         "interrupts": sorted(resolution.values),
         "decision": resolution.summary if answer.decisions is None else None,
         "decisions": [d.model_dump() for d in answer.decisions or []],
     }
+    if answer.resume is not None:
+        # Only when given: an approval stored before this form existed keeps its key.
+        said["resume"] = answer.resume
     return hashlib.sha256(json.dumps(said, sort_keys=True, default=str).encode()).hexdigest()
 
 

@@ -2,13 +2,20 @@
 
 Two kinds of pending interrupt:
 
-- **decision** interrupts (an agent's own ``interrupt({...})``, the Atlas form): answered with one
-  decision string, checked against ``allowed_decisions`` ignoring case; the agent receives
-  ``{"decision": ..., "reviewer_notes": ...}``.
+- **decision** interrupts (an agent's own ``interrupt(...)``). One that declares
+  ``allowed_decisions`` (the Atlas form) is answered with one of them, ignoring case, and
+  receives ``{"decision": ..., "reviewer_notes": ...}``. One that declares none receives exactly
+  the ``resume`` value sent (any JSON, as LangGraph's ``Command(resume=...)``), checked against
+  the ``answer_schema`` it may declare; answered with the Atlas ``decision`` word instead, it
+  receives the Atlas shape, as it always did.
 - **actions** interrupts (LangChain's ``HumanInTheLoopMiddleware``): one or more tool calls, each
   with the decision types it allows (``approve``, ``edit``, ``reject``, ``respond``). Answered with
   an ordered list of decisions, one per action. In batched mode the agent receives
   ``{"decisions": [...]}``; in per-call mode (one interrupt per call) the single decision.
+
+A ``resume`` that is an object keyed by interrupt ids (LangGraph's 32-hex ids, its own test)
+answers each of those interrupts with its value, in one decision; those it leaves out stay
+pending, as in LangGraph.
 
 Everything here is pure: it runs in the gateway (to answer 400 / 409 before anything is stored)
 and again in the orchestrator (for decisions published straight to the topic).
@@ -16,6 +23,8 @@ and again in the orchestrator (for decisions published straight to the topic).
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 import jsonschema
@@ -41,6 +50,18 @@ class Resolution(BaseModel):
     """For each edit: the action's position, and its name and args before and after."""
 
 
+INTERRUPT_ID = re.compile(r"^[0-9a-f]{32}$")
+"""LangGraph's interrupt ids (xxh3-128 hex digests): its test for a resume map."""
+
+SUMMARY_LENGTH = 80
+
+
+def is_resume_map(resume: Any) -> bool:
+    """Is ``resume`` a map of interrupt id to value? LangGraph's own rule: an object whose every
+    key looks like an interrupt id."""
+    return isinstance(resume, dict) and all(INTERRUPT_ID.match(k) for k in resume)
+
+
 def resolve(
     reviews: list[InterruptReview],
     *,
@@ -49,10 +70,19 @@ def resolve(
     reviewer_notes: str | None,
     interrupt_id: str | None,
     tools: dict[str, ToolRule],
+    resume: Any = None,
 ) -> Resolution:
-    """Check an answer against the pending interrupts; raise ReviewError with the reason."""
-    if (decision is None) == (decisions is None):
-        raise ReviewError("send exactly one of 'decision' (a word) or 'decisions' (a list)")
+    """Check an answer against the pending interrupts; raise ReviewError with the reason.
+    ``resume`` is LangGraph's form (None: absent, since LangGraph's ``resume=None`` is no
+    resume); ``decision`` and ``decisions`` are the Atlas and LangChain forms."""
+    forms = sum(form is not None for form in (decision, decisions, resume))
+    if forms != 1:
+        raise ReviewError(
+            "send exactly one of 'decision' (a word), 'decisions' (a list) or 'resume' (the value"
+            " the interrupt returns)"
+        )
+    if resume is not None:
+        return _resolve_resume(reviews, resume, reviewer_notes, interrupt_id, tools)
     target = _target(reviews, interrupt_id)
     if target.kind == "decision":
         if decisions is not None:
@@ -76,11 +106,120 @@ def resolve(
     return Resolution(values={target.interrupt_id: value}, summary=summary, edits=edits)
 
 
+def _resolve_resume(
+    reviews: list[InterruptReview],
+    resume: Any,
+    reviewer_notes: str | None,
+    interrupt_id: str | None,
+    tools: dict[str, ToolRule],
+) -> Resolution:
+    if not is_resume_map(resume):
+        return _resume_one(_target(reviews, interrupt_id), resume, reviewer_notes, tools)
+    if interrupt_id is not None:
+        raise ReviewError("a resume map names its interrupts itself: leave out 'interrupt_id'")
+    if not resume:
+        pending = ", ".join(r.interrupt_id for r in reviews)
+        raise ReviewError(f"the resume map names no interrupt; pending: {pending}")
+    parts = [
+        _resume_one(_target(reviews, answered), value, reviewer_notes, tools)
+        for answered, value in resume.items()
+    ]
+    return Resolution(
+        values={k: v for part in parts for k, v in part.values.items()},
+        summary="; ".join(part.summary for part in parts),
+        edits=[edit for part in parts for edit in part.edits],
+    )
+
+
+def _resume_one(
+    target: InterruptReview, value: Any, reviewer_notes: str | None, tools: dict[str, ToolRule]
+) -> Resolution:
+    where = f"interrupt {target.interrupt_id}"
+    if value is None:
+        raise ReviewError(f"{where}: resume with a value (null is no answer)")
+    if target.kind == "actions":
+        checked, edits = _check_actions(target, _action_decisions(where, target, value), tools)
+        agent_value: Any = (
+            checked[0].for_agent()
+            if target.mode == "per_call"
+            else {"decisions": [d.for_agent() for d in checked]}
+        )
+        summary = ", ".join(d.type for d in checked)
+        return Resolution(values={target.interrupt_id: agent_value}, summary=summary, edits=edits)
+    if target.allowed_decisions:
+        word, notes = _declared_decision(where, target, value, reviewer_notes)
+        chosen = _match(word, target.allowed_decisions)
+        answer = {"decision": chosen, "reviewer_notes": notes}
+        return Resolution(values={target.interrupt_id: answer}, summary=chosen)
+    if target.answer_schema is not None:
+        try:
+            jsonschema.validate(value, target.answer_schema)
+        except jsonschema.ValidationError as exc:
+            path = ".".join(str(p) for p in exc.absolute_path) or "the value"
+            raise ReviewError(
+                f"{where}: the answer does not fit its answer_schema: {path}: {exc.message}"
+            ) from exc
+        except jsonschema.SchemaError as exc:
+            raise ReviewError(
+                f"{where} declares an answer_schema that is not a JSON schema: {exc.message}"
+            ) from exc
+    return Resolution(values={target.interrupt_id: value}, summary=summary_of(value))
+
+
+def _action_decisions(where: str, target: InterruptReview, value: Any) -> list[ActionDecision]:
+    """LangChain's forms: ``{"decisions": [...]}``, a bare list, or (one action) one decision."""
+    if isinstance(value, dict) and "decisions" in value and set(value) <= {"decisions"}:
+        value = value["decisions"]
+    if isinstance(value, dict) and "type" in value:
+        value = [value]
+    if not isinstance(value, list):
+        raise ReviewError(
+            f"{where} reviews {len(target.actions)} tool call(s): resume with"
+            ' {"decisions": [...]}, one decision ({"type": "approve"}, ...) per call, in order'
+        )
+    try:
+        return [ActionDecision.model_validate(item) for item in value]
+    except ValueError as exc:
+        raise ReviewError(f"{where}: {exc}") from exc
+
+
+def _declared_decision(
+    where: str, target: InterruptReview, value: Any, reviewer_notes: str | None
+) -> tuple[str, str | None]:
+    """A decision interrupt that declares its decisions takes one of them: the word, or the
+    Atlas body ``{"decision": ..., "reviewer_notes": ...}``."""
+    if isinstance(value, str):
+        return value, reviewer_notes
+    if (
+        isinstance(value, dict)
+        and isinstance(value.get("decision"), str)
+        and set(value) <= {"decision", "reviewer_notes"}
+        and isinstance(value.get("reviewer_notes"), str | None)
+    ):
+        return value["decision"], value.get("reviewer_notes", reviewer_notes)
+    unknown = sorted(set(value) - {"decision", "reviewer_notes"}) if isinstance(value, dict) else []
+    said = f" (unknown: {', '.join(map(repr, unknown))})" if unknown else ""
+    raise ReviewError(
+        f"{where} declares its decisions ({', '.join(target.allowed_decisions)}): resume with one"
+        ' of them, or {"decision": ..., "reviewer_notes": ...}' + said
+    )
+
+
+def summary_of(value: Any) -> str:
+    """A free answer in one line, for the record and the audit (the value itself is kept)."""
+    if isinstance(value, str) and value.strip():
+        text = value.strip()
+    else:
+        text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return text if len(text) <= SUMMARY_LENGTH else text[: SUMMARY_LENGTH - 1] + "…"
+
+
 class DecisionNotInList(ReviewError):
     def __init__(self, decision: str, allowed: list[str]) -> None:
         super().__init__(
             f"decision {decision!r} is not allowed here; allowed decisions: {', '.join(allowed)}"
         )
+        self.decision = decision
         self.allowed = allowed
 
 

@@ -204,3 +204,108 @@ def test_stricter_rule() -> None:
     assert not stricter(["approve", "edit", "reject"], ["approve", "edit", "reject"])
     assert stricter(["approve", "reject"], ["approve", "edit", "reject"])
     assert stricter(["respond"], ["approve", "edit"])
+
+
+# --- LangGraph's form: ``resume``, the value interrupt() returns (issue 32) ---------------------
+
+A = "0123456789abcdef0123456789abcdef"
+B = "fedcba9876543210fedcba9876543210"
+
+
+def free(interrupt_id: str = A, schema: dict[str, Any] | None = None) -> InterruptReview:
+    """An interrupt that declares no decisions: it takes any value."""
+    return InterruptReview(interrupt_id=interrupt_id, kind="decision", answer_schema=schema)
+
+
+def declared(interrupt_id: str = A) -> InterruptReview:
+    return InterruptReview(
+        interrupt_id=interrupt_id, kind="decision", allowed_decisions=["approve", "reject"]
+    )
+
+
+@pytest.mark.parametrize(
+    "value", [False, True, 30, 2.5, "reject", "", {"edited_text": "x"}, [1, "two"], [], {"a": {}}]
+)
+def test_a_free_interrupt_returns_exactly_the_value_sent(value: Any) -> None:
+    resolution = decide([free()], resume=value, reviewer_notes="beside, never inside")
+    assert resolution.values == {A: value}
+
+
+def test_a_free_answer_is_summed_up_in_one_line_for_the_record() -> None:
+    assert decide([free()], resume=False).summary == "false"
+    assert decide([free()], resume="  ship it ").summary == "ship it"
+    long = decide([free()], resume={"text": "x" * 200}).summary
+    assert len(long) == 80 and long.endswith("…")
+
+
+def test_null_is_no_answer() -> None:
+    with pytest.raises(ReviewError, match="null is no answer"):
+        decide([free()], resume={A: None})
+
+
+def test_an_interrupt_that_declares_decisions_takes_one_of_them_as_a_word_or_a_body() -> None:
+    assert decide([declared()], resume="Reject", reviewer_notes="n").values == {
+        A: {"decision": "reject", "reviewer_notes": "n"}
+    }
+    body = {"decision": "approve", "reviewer_notes": "fine"}
+    assert decide([declared()], resume=body).values == {A: body}
+    with pytest.raises(DecisionNotInList):
+        decide([declared()], resume="maybe")
+    for wrong in (True, 3, {"decision": "approve", "extra": 1}, ["approve"]):
+        with pytest.raises(ReviewError, match="declares its decisions"):
+            decide([declared()], resume=wrong)
+
+
+def test_an_answer_schema_is_checked_before_anything_is_stored() -> None:
+    schema = {"type": "object", "properties": {"age": {"type": "integer"}}, "required": ["age"]}
+    assert decide([free(schema=schema)], resume={"age": 30}).values == {A: {"age": 30}}
+    with pytest.raises(ReviewError, match="answer_schema: age: 'thirty' is not of type"):
+        decide([free(schema=schema)], resume={"age": "thirty"})
+    with pytest.raises(ReviewError, match="not a JSON schema"):
+        decide([free(schema={"type": "no-such-type"})], resume=1)
+
+
+def test_tool_calls_take_langchains_decisions_in_any_of_its_forms() -> None:
+    review = actions(email(), interrupt_id=A)
+    expected = {A: {"decisions": [{"type": "approve"}]}}
+    assert decide([review], resume={"decisions": [{"type": "approve"}]}).values == expected
+    assert decide([review], resume=[{"type": "approve"}]).values == expected
+    assert decide([review], resume={"type": "approve"}).values == expected
+    with pytest.raises(ReviewError, match="reviews 1 tool call"):
+        decide([review], resume="approve")
+    with pytest.raises(ReviewError, match="is not allowed"):
+        decide([review], resume={"decisions": [{"type": "respond", "message": "m"}]})
+
+
+def test_a_map_keyed_by_interrupt_ids_answers_several_at_once() -> None:
+    resolution = decide([free(A), declared(B)], resume={A: {"topic": "cats"}, B: "approve"})
+    assert resolution.values == {
+        A: {"topic": "cats"},
+        B: {"decision": "approve", "reviewer_notes": None},
+    }
+    assert resolution.summary == '{"topic": "cats"}; approve'
+
+
+def test_a_partial_map_answers_only_what_it_names() -> None:
+    assert decide([free(A), free(B)], resume={B: 1}).values == {B: 1}
+
+
+def test_a_map_naming_an_interrupt_that_is_not_pending_or_none_is_refused() -> None:
+    with pytest.raises(ReviewError, match="is not pending"):
+        decide([free(A)], resume={B: 1})
+    # {} is an empty map to LangGraph too (every key of none is an id): not a value.
+    with pytest.raises(ReviewError, match="names no interrupt"):
+        decide([free(A)], resume={})
+    with pytest.raises(ReviewError, match="leave out 'interrupt_id'"):
+        decide([free(A)], resume={A: 1}, interrupt_id=A)
+
+
+def test_an_unkeyed_value_with_several_pending_must_name_its_interrupt() -> None:
+    with pytest.raises(ReviewError, match="name the one you answer"):
+        decide([free(A), free(B)], resume="x")
+    assert decide([free(A), free(B)], resume="x", interrupt_id=B).values == {B: "x"}
+
+
+def test_resume_goes_alone() -> None:
+    with pytest.raises(ReviewError, match="exactly one of"):
+        decide([free()], resume=1, decision="approve")

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from services.gateway.answers import ReviewAnswer
 from services.gateway.bodies import json_object
 from services.gateway.problems import Problem
-from services.gateway.schemas import InvokeRequest, ResumeRequest
+from services.gateway.schemas import InvokeRequest
 from shared.events import AgentInput, ChatMessage, Identifier
 
 STREAM_MODES = ("values", "updates", "messages", "messages-tuple")
@@ -171,19 +171,11 @@ class Command(BaseModel):
     goto: Any = None
 
 
-ANSWER_FIELDS = frozenset(ResumeRequest.model_fields)
-
-
 def review_answer(command: dict[str, Any]) -> ReviewAnswer:
-    """``command.resume`` as the answer the resume route takes, judged by the same rules after:
-
-    - a decision word, ``"approve"``, or the resume body, ``{"decision": "approve",
-      "reviewer_notes": "..."}`` (an agent's own interrupt);
-    - ``{"decisions": [...]}`` for LangChain's HumanInTheLoopMiddleware, one per action in order;
-    - either of those keyed by the id of the pending interrupt it answers: a map none of whose
-      keys is a field of the resume body (the decision names an interrupt that is not pending
-      is refused when it is judged, like the resume route's ``interrupt_id``).
-    """
+    """``command.resume`` as the answer the resume route takes (its ``resume`` form), judged by
+    the same rules after: the value the pending ``interrupt()`` returns, exactly as LangGraph
+    passes it; or an object keyed by the ids of pending interrupts, answering each of them
+    (shared/domain/review.py says what each kind of interrupt accepts)."""
     parsed = json_object(command, Command, required=True)
     if parsed.update is not None or parsed.goto is not None:
         raise unsupported(
@@ -194,31 +186,4 @@ def review_answer(command: dict[str, Any]) -> ReviewAnswer:
         raise Problem(
             400, "invalid-request", "Invalid request", "command.resume: the decision is required"
         )
-    return _answer(parsed.resume, keyed=True)
-
-
-def _answer(resume: Any, *, keyed: bool) -> ReviewAnswer:
-    if isinstance(resume, str):
-        resume = {"decision": resume}
-    if not isinstance(resume, dict):
-        raise Problem(
-            400,
-            "invalid-request",
-            "Invalid request",
-            'command.resume: send a decision ("approve"), {"decision": ...} or'
-            ' {"decisions": [...]}, optionally keyed by the interrupt id',
-        )
-    if keyed and resume and not set(resume) & ANSWER_FIELDS:
-        if len(resume) > 1:
-            raise Problem(
-                400,
-                "one-interrupt-per-resume",
-                "One interrupt per resume",
-                "command.resume answers several interrupts at once: answer one per resume (keyed"
-                " by its id), or all with one unkeyed decision",
-            )
-        ((interrupt_id, value),) = resume.items()
-        answer = _answer(value, keyed=False)
-        return answer.model_copy(update={"interrupt_id": interrupt_id})
-    body = json_object(resume, ResumeRequest, required=True)
-    return ReviewAnswer(**body.model_dump())
+    return ReviewAnswer(resume=parsed.resume)

@@ -1,0 +1,204 @@
+"""Conformance: LangGraph's documented human-in-the-loop patterns (tests/fixtures/docs_patterns)
+run in plain LangGraph and through Interlock's four services (in process, tests/unit/inprocess.py)
+with the same answers, sent as LangGraph sends them (``Command(resume=...)``, Interlock's
+``resume``), and end in the same state. Side effects run as often as in LangGraph, or fewer.
+
+Each script answers the pending interrupts, given as (id, value) pairs in the order the graph
+reported them: ids differ between the two runs, so an answer keyed by id is built from them."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+
+from services.gateway.answers import ReviewAnswer
+from shared.domain.execution import ExecutionStatus
+from tests.eventually import eventually
+from tests.fixtures.docs_patterns import graphs
+from tests.unit.inprocess import REVIEWER, SCOPE, World, in_process_world
+from tests.unit.test_custom_headers_dev_bus import API, Dev, dev_mode
+
+Pending = list[tuple[str, Any]]
+Answer = Callable[[Pending], Any]
+
+AGENTS = """
+[agents.approval]
+factory = "tests.fixtures.docs_patterns.graphs:approval"
+[agents.edit-state]
+factory = "tests.fixtures.docs_patterns.graphs:edit_state"
+[agents.tool-interrupt]
+factory = "tests.fixtures.docs_patterns.graphs:tool_interrupt"
+[agents.validation-loop]
+factory = "tests.fixtures.docs_patterns.graphs:validation_loop"
+[agents.two-in-one-node]
+factory = "tests.fixtures.docs_patterns.graphs:two_in_one_node"
+[agents.parallel]
+factory = "tests.fixtures.docs_patterns.graphs:parallel"
+"""
+
+
+def value(answer: Any) -> Answer:
+    return lambda pending: answer
+
+
+def keyed(*answers: Any) -> Answer:
+    """One map answering every pending interrupt, in the order they were reported."""
+    return lambda pending: {i: a for (i, _), a in zip(pending, answers, strict=True)}
+
+
+def first_only(answer: Any) -> Answer:
+    """A partial map: the first pending interrupt only; the others stay pending."""
+    return lambda pending: {pending[0][0]: answer}
+
+
+SCRIPTS: dict[str, tuple[Callable[..., Any], list[Answer], list[str]]] = {
+    # name: (factory, answers in turn, the state keys compared)
+    "approval": (graphs.approval, [value(True)], ["action", "outcome"]),
+    "approval-rejected": (graphs.approval, [value(False)], ["action", "outcome"]),
+    "edit-state": (
+        graphs.edit_state,
+        [value({"edited_text": "an edited draft"})],
+        ["generated_text"],
+    ),
+    "tool-interrupt": (
+        graphs.tool_interrupt,
+        [value({"action": "approve", "to": "bob@example.com"})],
+        [],
+    ),
+    "validation-loop": (graphs.validation_loop, [value("thirty"), value(-3), value(30)], ["age"]),
+    "two-in-one-node": (graphs.two_in_one_node, [value("Ada"), value("London")], ["name", "city"]),
+    "parallel": (graphs.parallel, [keyed("purr", "woof")], ["answers"]),
+    "parallel-one-at-a-time": (
+        graphs.parallel,
+        [first_only("purr"), keyed("woof")],
+        ["answers"],
+    ),
+}
+AGENT_OF = {"approval-rejected": "approval", "parallel-one-at-a-time": "parallel"}
+
+
+async def plain_langgraph(factory: Callable[..., Any], answers: list[Answer]) -> dict[str, Any]:
+    graph = factory(InMemorySaver())
+    config = {"configurable": {"thread_id": "plain"}}
+    await graph.ainvoke({"messages": [("user", "go")]}, config)
+    for answer in answers:
+        state = await graph.aget_state(config)
+        pending = [(i.id, i.value) for i in state.interrupts]
+        assert pending, "LangGraph ended before the script did"
+        await graph.ainvoke(Command(resume=answer(pending)), config)
+    state = await graph.aget_state(config)
+    assert not state.interrupts, f"still interrupted: {state.interrupts}"
+    return dict(state.values)
+
+
+async def through_interlock(world: World, agent: str, answers: list[Answer]) -> dict[str, Any]:
+    execution = await world.invoke(agent, "go")
+    for answer in answers:
+        execution = await world.execution(execution.execution_id)
+        assert execution.status is ExecutionStatus.SUSPENDED, (execution.status, execution.error)
+        assert execution.suspension is not None
+        pending = [(i.interrupt_id, i.value) for i in execution.suspension.interrupts]
+        await world.intake.decide(
+            **SCOPE,
+            execution_id=execution.execution_id,
+            answer=ReviewAnswer(resume=answer(pending)),
+            reviewer=REVIEWER,
+        )
+    execution = await world.execution(execution.execution_id)
+    assert execution.status is ExecutionStatus.COMPLETED, (execution.status, execution.error)
+    assert isinstance(execution.result, dict)
+    return execution.result
+
+
+@pytest.fixture
+async def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    agents = tmp_path / "agents.toml"
+    agents.write_text(AGENTS)
+    monkeypatch.setenv("INTERLOCK_AGENTS_FILE", str(agents))
+    async with in_process_world(tmp_path, monkeypatch) as built:
+        yield built
+
+
+@pytest.mark.parametrize("name", list(SCRIPTS))
+async def test_a_docs_pattern_ends_as_in_plain_langgraph(world: World, name: str) -> None:
+    factory, answers, compared = SCRIPTS[name]
+    graphs.EFFECTS.clear()
+    expected = await plain_langgraph(factory, answers)
+    plain_effects = Counter(graphs.EFFECTS)
+    graphs.EFFECTS.clear()
+    got = await through_interlock(world, AGENT_OF.get(name, name), answers)
+    interlock_effects = Counter(graphs.EFFECTS)
+
+    assert {k: got.get(k) for k in compared} == {k: expected.get(k) for k in compared}
+    said = [m.content for m in expected["messages"] if m.type == "tool"]
+    assert [m["content"] for m in got["messages"] if m.get("type", m.get("role")) == "tool"] == said
+    # As often as in LangGraph, or fewer (a durable step or the tool cache keeps a re-run away).
+    for effect, times in interlock_effects.items():
+        assert times <= plain_effects[effect], (effect, interlock_effects, plain_effects)
+    assert set(interlock_effects) == set(plain_effects)
+
+
+async def moved_past(dev: Dev, execution_id: str, generation: int) -> None:
+    """Wait until the execution is no longer at the suspension ``generation`` answered."""
+
+    async def view() -> dict[str, Any]:
+        response = await dev.http.get(
+            f"{API}/executions/{execution_id}", params={"workspace_id": "default"}
+        )
+        return dict(response.json())
+
+    await eventually(
+        view,
+        lambda body: (
+            body["status"] in ("completed", "error")
+            or (body["status"] == "suspended" and body["generation"] != generation)
+        ),
+        what=f"{execution_id} past suspension {generation}",
+    )
+
+
+async def through_the_native_api(dev: Dev, agent: str, answers: list[Answer]) -> dict[str, Any]:
+    """The embedded mode's own adapters (SQLite store and checkpointer, the in-process bus, the
+    gateway app), answered through ``POST .../resume`` with ``{"resume": ...}``."""
+    invoked = await dev.http.post(
+        f"{API}/workspaces/default/invoke", json={"agent": agent, "message": "go"}
+    )
+    assert invoked.status_code == 202, invoked.text
+    execution_id = invoked.json()["execution_id"]
+    for answer in answers:
+        view = await dev.status(execution_id, "suspended")
+        pending = [(r["interrupt_id"], None) for r in view["reviews"]]
+        resumed = await dev.http.post(
+            f"{API}/executions/{execution_id}/resume",
+            params={"workspace_id": "default"},
+            json={
+                "resume": answer(pending),
+                "generation": view["generation"],
+                "reviewer_notes": "kept beside the value",
+            },
+        )
+        assert resumed.status_code == 202, resumed.text
+        await moved_past(dev, execution_id, view["generation"])
+    done = await dev.status(execution_id, "completed", "error")
+    assert done["status"] == "completed", done
+    return dict(done["result"])
+
+
+@pytest.mark.parametrize("name", list(SCRIPTS))
+async def test_a_docs_pattern_ends_as_in_plain_langgraph_in_embedded_mode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    factory, answers, compared = SCRIPTS[name]
+    expected = await plain_langgraph(factory, answers)
+    agents = tmp_path / "agents.toml"
+    agents.write_text(AGENTS)
+    monkeypatch.setenv("INTERLOCK_AGENTS_FILE", str(agents))
+    async with dev_mode(tmp_path, monkeypatch) as dev:
+        got = await through_the_native_api(dev, AGENT_OF.get(name, name), answers)
+    assert {k: got.get(k) for k in compared} == {k: expected.get(k) for k in compared}
