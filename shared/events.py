@@ -88,23 +88,33 @@ class ChatMessage(BaseModel):
 
 
 class AgentInput(BaseModel):
-    """What an execution starts with: one message, or a conversation."""
+    """What an execution starts with: one message, a conversation, or the graph's input state
+    as LangGraph takes it."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     message: str | None = Field(default=None, max_length=100_000)
     messages: list[ChatMessage] | None = Field(default=None, max_length=1_000)
+    state: dict[str, JsonValue] | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The graph's input, any keys (``graph.invoke({...})``); its ``messages`` in LangChain's
+    serialized form (shared/graph_input.py)."""
 
     @model_validator(mode="after")
     def _exactly_one(self) -> AgentInput:
-        if (self.message is None) == (self.messages is None):
-            raise ValueError("give exactly one of 'message' or 'messages'")
+        if sum(f is not None for f in (self.message, self.messages, self.state)) != 1:
+            raise ValueError("give exactly one of 'message', 'messages' or 'state'")
         return self
 
     def as_messages(self) -> list[ChatMessage]:
         if self.messages is not None:
             return list(self.messages)
         return [ChatMessage(role="user", content=self.message or "")]
+
+    def graph_input(self) -> dict[str, Any]:
+        """What the graph is invoked with."""
+        if self.state is not None:
+            return dict(self.state)
+        return {"messages": [m.model_dump() for m in self.as_messages()]}
 
 
 class ExecutionScope(EventModel):

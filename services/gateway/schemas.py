@@ -9,9 +9,17 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from services.gateway.problems import refusal
 from shared.domain.execution import AuditEntry, ExecutionStatus
 from shared.events import ActionDecision, AgentInput, ChatMessage, Identifier
+from shared.graph_input import InputError, graph_state
 from shared.views import ApprovalView, DecisionView, ExecutionView
 
 __all__ = ["ApprovalView", "DecisionView", "ExecutionView"]
+
+
+INPUT_TITLES = {
+    "invalid-input": "Invalid input",
+    "empty-messages": "No messages",
+    "blank-message": "Blank message",
+}
 
 
 class InvokeRequest(BaseModel):
@@ -31,12 +39,24 @@ class InvokeRequest(BaseModel):
         description="The conversation so far, oldest first; at least one, none blank.",
         json_schema_extra={"minItems": 1},
     )
+    input: dict[str, Any] | None = Field(
+        default=None,
+        description=(
+            "The graph's input state as LangGraph takes it (``graph.invoke({...})``): any keys,"
+            " ``messages`` in any of LangChain's forms (role or type, text or content blocks)."
+        ),
+    )
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=256)
 
     @model_validator(mode="after")
     def _one_input(self) -> InvokeRequest:
-        if (self.message is None) == (self.messages is None):
-            raise ValueError("give exactly one of 'message' or 'messages'")
+        if sum(f is not None for f in (self.message, self.messages, self.input)) != 1:
+            raise ValueError("give exactly one of 'message', 'messages' or 'input'")
+        if self.input is not None:
+            try:
+                graph_state(self.input)
+            except InputError as exc:
+                raise refusal(exc.problem_type, INPUT_TITLES[exc.problem_type], exc.detail) from exc
         # An empty or blank input would still start an execution: the agent then acts on
         # nothing anyone asked for (a refund review of no claim).
         if self.messages == []:
@@ -57,6 +77,8 @@ class InvokeRequest(BaseModel):
         return self
 
     def agent_input(self) -> AgentInput:
+        if self.input is not None:
+            return AgentInput(state=graph_state(self.input))
         return AgentInput(message=self.message, messages=self.messages)
 
 

@@ -13,17 +13,11 @@ ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
 
 
 def message_to_json(message: BaseMessage) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "role": ROLES.get(message.type, message.type),
-        "content": to_jsonable(message.content),
-    }
-    tool_calls = getattr(message, "tool_calls", None)
-    if tool_calls:
-        data["tool_calls"] = to_jsonable(tool_calls)
-    if getattr(message, "tool_call_id", None):
-        data["tool_call_id"] = message.tool_call_id  # type: ignore[attr-defined]
-    if message.name:
-        data["name"] = message.name
+    """The message as LangChain serializes it (``type``, ``id``, ``content`` text or blocks,
+    ``name``, ``tool_calls``...), which LangGraph's clients and UIs read, with Interlock's
+    ``role`` beside ``type`` for the native API's readers."""
+    data: dict[str, Any] = to_jsonable(message.model_dump(mode="json"))
+    data["role"] = ROLES.get(message.type, message.type)
     return data
 
 

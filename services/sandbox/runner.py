@@ -396,7 +396,7 @@ class AgentRunner:
         if not has_checkpoint:
             if dispatch.input is None:
                 return Failed("NoCheckpoint", "resume dispatched but no checkpoint exists")
-            return {"messages": [m.model_dump() for m in dispatch.input.as_messages()]}
+            return dispatch.input.graph_input()
         if pending or not snapshot.tasks:
             return _outcome_of(snapshot, agent)
         # Work is left: nodes not yet run, or a node whose writes were stored while the

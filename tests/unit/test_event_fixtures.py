@@ -320,4 +320,4 @@ def test_invalid_value_is_explained() -> None:
     data["execution_id"] = "has spaces"
     reason = _reason(json.dumps(data).encode())
     assert reason.startswith("invalid execution.requested v1: execution_id: String should match")
-    assert "input: Value error, give exactly one of 'message' or 'messages'" in reason
+    assert "input: Value error, give exactly one of 'message', 'messages' or 'state'" in reason

@@ -46,7 +46,12 @@ async def test_the_stored_suspension_has_the_graphs_state_and_raw_interrupts(wor
     suspension = (await world.execution(started.execution_id)).suspension
     assert suspension is not None and suspension.values is not None
     assert suspension.values["claim_id"] == "CLM-4821"
-    assert suspension.values["messages"] == [{"role": "user", "content": "Refund claim CLM-4821"}]
+    [message] = suspension.values["messages"]
+    assert (message["type"], message["role"], message["content"]) == (
+        "human",
+        "user",
+        "Refund claim CLM-4821",
+    )
     [interrupt] = suspension.interrupts
     assert interrupt.interrupt_id == suspension.interrupt_ids[0]
     assert interrupt.value == suspension.suspend_context

@@ -26,7 +26,7 @@ from services.gateway.langgraph.views import (
 )
 from services.gateway.problems import Problem
 from shared.domain.execution import Execution, ExecutionStatus, Suspension
-from shared.events import AgentInput, PendingInterrupt
+from shared.events import PendingInterrupt
 from tests.factories import pending
 
 
@@ -112,35 +112,52 @@ def test_a_failed_run_answers_its_error_and_a_finished_one_its_result() -> None:
 
 
 def test_input_messages_in_every_form_the_client_sends() -> None:
+    """Stored as LangChain serializes them: what the graph and the views get is LangGraph's."""
     given = agent_input(
         {
             "messages": [
                 {"role": "user", "content": "a"},
-                {"type": "ai", "content": "b"},
+                {"type": "ai", "content": "b", "id": "m-2"},
                 ["human", "c"],
+                {"role": "user", "content": [{"type": "text", "text": "d"}]},
+                "e",
             ]
         }
     )
-    assert given == AgentInput.model_validate(
-        {
-            "messages": [
-                {"role": "user", "content": "a"},
-                {"role": "assistant", "content": "b"},
-                {"role": "user", "content": "c"},
-            ]
-        }
-    )
+    assert given.state is not None
+    messages = given.state["messages"]
+    assert isinstance(messages, list)
+    shapes = [(m["type"], m["content"]) for m in messages]  # type: ignore[index,call-overload]
+    assert shapes == [
+        ("human", "a"),
+        ("ai", "b"),
+        ("human", "c"),
+        ("human", [{"type": "text", "text": "d"}]),
+        ("human", "e"),
+    ]
+    assert messages[1]["id"] == "m-2"  # type: ignore[index,call-overload]
+
+
+def test_input_is_the_graphs_state_with_any_keys() -> None:
+    """A graph whose state is not messages gets its keys, as ``graph.invoke({...})`` would."""
+    given = agent_input({"topic": "cats", "count": 3})
+    assert given.graph_input() == {"topic": "cats", "count": 3}
 
 
 @pytest.mark.parametrize(
     ("value", "slug"),
     [
-        ({"question": "x"}, "unsupported-input"),
-        ("hello", "unsupported-input"),
+        ({}, "invalid-input"),
+        ("hello", "invalid-input"),
         ({"messages": []}, "empty-messages"),
         ({"messages": [{"role": "user", "content": "  "}]}, "blank-message"),
-        ({"messages": [{"role": "tool", "content": "x"}]}, "invalid-request"),
-        ({"messages": [{"role": "user", "content": ["block"]}]}, "invalid-request"),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "text", "text": " "}]}]},
+            "blank-message",
+        ),
+        ({"messages": [{"role": "tool", "content": "x"}]}, "invalid-input"),
+        ({"messages": [{"role": "robot", "content": "x"}]}, "invalid-input"),
+        ({"messages": [3]}, "invalid-input"),
     ],
 )
 def test_input_refusals_name_their_problem(value: Any, slug: str) -> None:

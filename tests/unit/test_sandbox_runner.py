@@ -182,9 +182,17 @@ async def test_a_suspension_carries_the_graphs_state_values_as_json(tmp_path: Pa
     store = InMemoryStore()
     outcome, _ = await runner_for(tmp_path, "", store).run(start())
     assert isinstance(outcome, Suspended)
-    # The conversion a completed run's result gets: messages as role and content.
+    # The conversion a completed run's result gets: messages as LangChain serializes them (the
+    # id LangGraph gave it), with Interlock's role beside the type.
+    assert outcome.values is not None
+    [message] = outcome.values.pop("messages")
+    assert message["id"]
+    assert {k: message[k] for k in ("type", "role", "content")} == {
+        "type": "human",
+        "role": "user",
+        "content": "CLM-4821",
+    }
     assert outcome.values == {
-        "messages": [{"role": "user", "content": "CLM-4821"}],
         "claim_id": "CLM-4821",
         "claim": {"order_id": "98765", "amount": 240, "currency": "USD"},
     }

@@ -6,23 +6,16 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from services.gateway.answers import ReviewAnswer
 from services.gateway.bodies import json_object
 from services.gateway.problems import Problem
-from services.gateway.schemas import InvokeRequest
-from shared.events import AgentInput, ChatMessage, Identifier
+from services.gateway.schemas import INPUT_TITLES
+from shared.events import AgentInput, Identifier
+from shared.graph_input import InputError, graph_state
 
 STREAM_MODES = ("values", "updates", "messages", "messages-tuple")
-
-ROLES = {
-    "user": "user",
-    "human": "user",
-    "assistant": "assistant",
-    "ai": "assistant",
-    "system": "system",
-}
 
 
 class RunRequest(BaseModel):
@@ -112,55 +105,12 @@ def unsupported(detail: str) -> Problem:
 
 
 def agent_input(value: Any) -> AgentInput:
-    """A run's ``input``, ``{"messages": [...]}``, as an execution's messages. Each message is a
-    ``{"role" | "type", "content"}`` object or a ``[role, content]`` pair; the content is text.
-    The same checks as the invoke route follow (no empty list, no blank message)."""
-    if not isinstance(value, dict) or set(value) != {"messages"}:
-        raise Problem(
-            400,
-            "unsupported-input",
-            "Unsupported input",
-            "input: Interlock agents start from messages: send"
-            ' {"messages": [{"role": "user", "content": "..."}]}',
-        )
-    listed = value["messages"]
-    if isinstance(listed, str | dict):
-        listed = [listed]
-    if not isinstance(listed, list):
-        raise _bad_message("input.messages: send a list of messages")
-    messages = [_message(item, index) for index, item in enumerate(listed)]
+    """A run's ``input``, the graph's input state as LangGraph takes it: any keys, its
+    ``messages`` in any of LangChain's forms (shared/graph_input.py)."""
     try:
-        checked = InvokeRequest(agent="langgraph", messages=messages)
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        raise Problem(400, first["type"], "Invalid input", f"input: {first['msg']}") from exc
-    return AgentInput(messages=checked.messages)
-
-
-def _message(item: Any, index: int) -> ChatMessage:
-    if isinstance(item, str):
-        return ChatMessage(role="user", content=item)
-    if isinstance(item, list | tuple) and len(item) == 2:
-        role, content = item
-    elif isinstance(item, dict):
-        role, content = item.get("role", item.get("type")), item.get("content")
-    else:
-        raise _bad_message(f"input.messages.{index}: send {{'role': ..., 'content': ...}}")
-    mapped = ROLES.get(str(role))
-    if mapped is None:
-        raise _bad_message(
-            f"input.messages.{index}: role {role!r} is not one of user, assistant, system"
-        )
-    if not isinstance(content, str):
-        raise _bad_message(f"input.messages.{index}: content must be text")
-    try:
-        return ChatMessage.model_validate({"role": mapped, "content": content})
-    except ValidationError as exc:
-        raise _bad_message(f"input.messages.{index}: {exc.errors()[0]['msg']}") from exc
-
-
-def _bad_message(detail: str) -> Problem:
-    return Problem(400, "invalid-request", "Invalid request", detail)
+        return AgentInput(state=graph_state(value))
+    except InputError as exc:
+        raise Problem(400, exc.problem_type, INPUT_TITLES[exc.problem_type], exc.detail) from exc
 
 
 class Command(BaseModel):

@@ -132,7 +132,7 @@ def values_of(execution: Execution) -> dict[str, Any]:
     suspension = execution.suspension
     if suspension is not None and suspension.values is not None:
         return dict(suspension.values)
-    return {"messages": [m.model_dump() for m in execution.input.as_messages()]}
+    return execution.input.graph_input()
 
 
 def result_of(execution: Execution) -> dict[str, Any]:
