@@ -27,6 +27,21 @@ class UnknownAgent(InterlockError):
         return {"agents": self.known}
 
 
+class UnknownInputKeys(InterlockError):
+    """The input names a key the agent's graph does not have: LangGraph would drop it in
+    silence and the graph run without it, so it is refused, naming the keys it has."""
+
+    problem_type = "unknown-input-field"
+    problem_title = "Unknown input field"
+    problem_status = 400
+
+    def __init__(self, agent: str, unknown: list[str], known: list[str]) -> None:
+        super().__init__(
+            f"input: {', '.join(map(repr, unknown))} {'is' if len(unknown) == 1 else 'are'} not"
+            f" in the input of agent {agent!r}; its input has: {', '.join(known)}"
+        )
+
+
 class IdempotencyKeyReused(InterlockError):
     """The idempotency key of an earlier, different request."""
 

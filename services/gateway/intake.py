@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import json
 import uuid
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 
@@ -26,7 +27,12 @@ from services.gateway.answers import (
     decision_event,
     resolve,
 )
-from services.gateway.errors import ExecutionNotFound, IdempotencyKeyReused, UnknownAgent
+from services.gateway.errors import (
+    ExecutionNotFound,
+    IdempotencyKeyReused,
+    UnknownAgent,
+    UnknownInputKeys,
+)
 from shared import tracing
 from shared.agents import AgentRegistry, ReviewRules
 from shared.bus import EventPublisher
@@ -124,6 +130,8 @@ class Intake:
     ) -> Execution:
         if self._registry.get(agent) is None:
             raise UnknownAgent(agent, self._registry.names())
+        if agent_input.state is not None:
+            await self._check_input_keys(agent, agent_input.state)
         execution_id = execution_id_for(project_id, workspace_id, idempotency_key)
         event = ExecutionRequested(
             event_id=f"{execution_id}:requested",
@@ -165,6 +173,13 @@ class Intake:
                 raise
         log.info("invoke.accepted", execution_id=execution_id, created=created, agent=agent)
         return execution
+
+    async def _check_input_keys(self, agent: str, state: Mapping[str, object]) -> None:
+        refusing = await self._agent_versions.refusing_input(agent, state)
+        if refusing is not None:
+            raise UnknownInputKeys(
+                agent, refusing.unknown_input_keys(state), list(refusing.input_keys or [])
+            )
 
     async def _mark_undelivered(self, execution: Execution, since: datetime | None) -> Execution:
         """Set (or with None clear) ``undelivered_since`` on a never-dispatched execution by

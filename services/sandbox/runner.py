@@ -135,7 +135,19 @@ class LoadedAgent:
             agent=self.spec.name,
             fingerprint=self.fingerprint,
             compatible_with=self.spec.compatible_with,
+            input_keys=input_keys_of(self.graph),
         )
+
+
+def input_keys_of(graph: Graph) -> list[str] | None:
+    """The keys of a StateGraph's input schema (what ``graph.invoke({...})`` may set), or None
+    for a graph that has no builder to ask (the functional API's)."""
+    builder = getattr(graph, "builder", None)
+    schemas = getattr(builder, "schemas", None)
+    input_schema = getattr(builder, "input_schema", None)
+    if not isinstance(schemas, dict) or input_schema not in schemas:
+        return None
+    return sorted(str(key) for key in schemas[input_schema])
 
 
 class GraphCache:

@@ -8,7 +8,7 @@ refuses such a resume itself, services/orchestrator/handlers.py says why that is
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from shared.domain.decisions import check_agent_version
@@ -60,3 +60,19 @@ class AgentVersionCheck:
         if self._ttl > 0:
             self._read[execution.agent] = (self._clock(), current)
         check_agent_version(execution, current)
+
+    async def refusing_input(self, agent: str, state: Mapping[str, object]) -> AgentVersion | None:
+        """The agent's version, as the sandboxes last published it, when its graph does not take
+        some key of ``state``; None when it takes them all, or when no version is known yet
+        (the graph then ignores an unknown key, as LangGraph does). As with versions, a refusal
+        is made on a fresh read."""
+        cached = self._read.get(agent)
+        fresh = cached is not None and self._clock() - cached[0] < self._ttl
+        if cached is not None and fresh and not (cached[1] and cached[1].unknown_input_keys(state)):
+            return None
+        current = await self._versions.get(agent)
+        if self._ttl > 0:
+            self._read[agent] = (self._clock(), current)
+        if current is None or not current.unknown_input_keys(state):
+            return None
+        return current

@@ -246,6 +246,17 @@ async def test_replicas_starting_together_publish_agent_versions_without_error(
         assert stored is not None and stored.fingerprint in {v.fingerprint for v in versions}
 
 
+async def test_an_agent_version_keeps_its_input_keys(store: Store) -> None:
+    published = AgentVersion(
+        agent="agent-inputs", fingerprint="fp", input_keys=["messages", "topic"]
+    )
+    await store.agent_versions.publish(published)
+    assert await store.agent_versions.get("agent-inputs") == published
+    await store.agent_versions.publish(AgentVersion(agent="agent-none", fingerprint="fp"))
+    stored = await store.agent_versions.get("agent-none")
+    assert stored is not None and stored.input_keys is None
+
+
 async def test_undelivered_before_lists_pending_requests_left_undelivered(store: Store) -> None:
     now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
     minute = timedelta(minutes=1)

@@ -86,3 +86,32 @@ async def test_no_ttl_reads_every_time_and_a_suspension_without_fingerprint_read
     assert versions.reads == 2
     with pytest.raises(AgentVersionChanged):
         await check.check(suspended_under("v0"))
+
+
+def with_inputs(*keys: str) -> AgentVersion:
+    return AgentVersion(agent="refund-approval", fingerprint="v1", input_keys=list(keys))
+
+
+async def test_an_input_key_the_graph_does_not_take_is_refused_on_a_fresh_read() -> None:
+    versions, clock = CountingVersions(), Clock()
+    await versions.publish(with_inputs("messages", "topic"))
+    check = AgentVersionCheck(versions, ttl_seconds=5, clock=clock)
+    for _ in range(3):
+        assert await check.refusing_input("refund-approval", {"topic": "cats"}) is None
+    assert versions.reads == 1  # taken: the cache serves it
+    # A key it does not take: refused, but only after reading again (the graph may have changed).
+    refusing = await check.refusing_input("refund-approval", {"topicc": "cats"})
+    assert refusing is not None and refusing.unknown_input_keys({"topicc": "cats"}) == ["topicc"]
+    assert versions.reads == 2
+    # The sandboxes now run a graph that takes it: the fresh read lets it through at once.
+    await versions.publish(with_inputs("messages", "topic", "topicc"))
+    assert await check.refusing_input("refund-approval", {"topicc": "cats"}) is None
+    assert versions.reads == 3
+
+
+async def test_no_published_version_or_no_input_schema_refuses_nothing() -> None:
+    versions = CountingVersions()
+    check = AgentVersionCheck(versions)
+    assert await check.refusing_input("refund-approval", {"anything": 1}) is None
+    await versions.publish(version("v1"))  # a graph with no builder to ask: input_keys None
+    assert await check.refusing_input("refund-approval", {"anything": 1}) is None

@@ -226,3 +226,24 @@ async def test_a_docs_pattern_ends_as_in_plain_langgraph_in_embedded_mode(
     async with dev_mode(tmp_path, monkeypatch) as dev:
         got = await through_the_native_api(dev, AGENT_OF.get(name, name), answers, start)
     assert {k: got.get(k) for k in compared} == {k: expected.get(k) for k in compared}
+
+
+async def test_an_input_key_the_graph_does_not_have_is_a_400_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LangGraph drops an unknown key in silence and the graph fails or runs without it;
+    Interlock refuses it before anything is stored, naming what the input has."""
+    agents = tmp_path / "agents.toml"
+    agents.write_text(AGENTS)
+    monkeypatch.setenv("INTERLOCK_AGENTS_FILE", str(agents))
+    async with dev_mode(tmp_path, monkeypatch) as dev:
+        refused = await dev.http.post(
+            f"{API}/workspaces/default/invoke",
+            json={"agent": "state-input", "input": {"topicc": "cats"}},
+        )
+        assert refused.status_code == 400, refused.text
+        problem = refused.json()
+        assert problem["type"].endswith("unknown-input-field")
+        assert "'topicc'" in problem["detail"] and "approved, joke, topic" in problem["detail"]
+        listed = await dev.http.get(f"{API}/executions", params={"workspace_id": "default"})
+        assert listed.json()["items"] == []

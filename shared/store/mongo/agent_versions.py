@@ -30,4 +30,6 @@ class MongoAgentVersions:
         document = await self._collection.find_one({"_id": agent})
         if document is None:
             return None
-        return AgentVersion.model_validate({k: document[k] for k in AgentVersion.model_fields})
+        # Only the fields stored: one published before a field existed reads with its default.
+        fields = {k: document[k] for k in AgentVersion.model_fields if k in document}
+        return AgentVersion.model_validate(fields)
