@@ -3,19 +3,16 @@ run in plain LangGraph and through Interlock's four services (in process, tests/
 with the same answers, sent as LangGraph sends them (``Command(resume=...)``, Interlock's
 ``resume``), and end in the same state. Side effects run as often as in LangGraph, or fewer.
 
-Each script answers the pending interrupts, given as (id, value) pairs in the order the graph
-reported them: ids differ between the two runs, so an answer keyed by id is built from them."""
+The scripts are in tests/fixtures/docs_patterns/scripts.py; the distributed leg, driven by
+langgraph-sdk, is tests/e2e/test_docs_patterns.py."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.types import Command
 
 from services.gateway.answers import ReviewAnswer
 from shared.domain.execution import ExecutionStatus
@@ -23,88 +20,17 @@ from shared.events import AgentInput
 from shared.graph_input import graph_state
 from tests.eventually import eventually
 from tests.fixtures.docs_patterns import graphs
+from tests.fixtures.docs_patterns.scripts import (
+    AGENT_OF,
+    AGENTS,
+    GO,
+    INPUTS,
+    SCRIPTS,
+    Answer,
+    plain_langgraph,
+)
 from tests.unit.inprocess import REVIEWER, SCOPE, TESTER, World, in_process_world
 from tests.unit.test_custom_headers_dev_bus import API, Dev, dev_mode
-
-Pending = list[tuple[str, Any]]
-Answer = Callable[[Pending], Any]
-
-AGENTS = """
-[agents.approval]
-factory = "tests.fixtures.docs_patterns.graphs:approval"
-[agents.edit-state]
-factory = "tests.fixtures.docs_patterns.graphs:edit_state"
-[agents.tool-interrupt]
-factory = "tests.fixtures.docs_patterns.graphs:tool_interrupt"
-[agents.validation-loop]
-factory = "tests.fixtures.docs_patterns.graphs:validation_loop"
-[agents.two-in-one-node]
-factory = "tests.fixtures.docs_patterns.graphs:two_in_one_node"
-[agents.parallel]
-factory = "tests.fixtures.docs_patterns.graphs:parallel"
-[agents.state-input]
-factory = "tests.fixtures.docs_patterns.graphs:state_input"
-"""
-
-
-def value(answer: Any) -> Answer:
-    return lambda pending: answer
-
-
-def keyed(*answers: Any) -> Answer:
-    """One map answering every pending interrupt, in the order they were reported."""
-    return lambda pending: {i: a for (i, _), a in zip(pending, answers, strict=True)}
-
-
-def first_only(answer: Any) -> Answer:
-    """A partial map: the first pending interrupt only; the others stay pending."""
-    return lambda pending: {pending[0][0]: answer}
-
-
-SCRIPTS: dict[str, tuple[Callable[..., Any], list[Answer], list[str]]] = {
-    # name: (factory, answers in turn, the state keys compared)
-    "approval": (graphs.approval, [value(True)], ["action", "outcome"]),
-    "approval-rejected": (graphs.approval, [value(False)], ["action", "outcome"]),
-    "edit-state": (
-        graphs.edit_state,
-        [value({"edited_text": "an edited draft"})],
-        ["generated_text"],
-    ),
-    "tool-interrupt": (
-        graphs.tool_interrupt,
-        [value({"action": "approve", "to": "bob@example.com"})],
-        [],
-    ),
-    "validation-loop": (graphs.validation_loop, [value("thirty"), value(-3), value(30)], ["age"]),
-    "two-in-one-node": (graphs.two_in_one_node, [value("Ada"), value("London")], ["name", "city"]),
-    "parallel": (graphs.parallel, [keyed("purr", "woof")], ["answers"]),
-    "state-input": (graphs.state_input, [value(True)], ["topic", "joke", "approved"]),
-    "parallel-one-at-a-time": (
-        graphs.parallel,
-        [first_only("purr"), keyed("woof")],
-        ["answers"],
-    ),
-}
-INPUTS: dict[str, dict[str, Any]] = {"state-input": {"topic": "cats"}}
-"""What a pattern starts with, where it is not a message."""
-GO = {"messages": [{"role": "user", "content": "go"}]}
-AGENT_OF = {"approval-rejected": "approval", "parallel-one-at-a-time": "parallel"}
-
-
-async def plain_langgraph(
-    factory: Callable[..., Any], answers: list[Answer], start: dict[str, Any] = GO
-) -> dict[str, Any]:
-    graph = factory(InMemorySaver())
-    config = {"configurable": {"thread_id": "plain"}}
-    await graph.ainvoke(start, config)
-    for answer in answers:
-        state = await graph.aget_state(config)
-        pending = [(i.id, i.value) for i in state.interrupts]
-        assert pending, "LangGraph ended before the script did"
-        await graph.ainvoke(Command(resume=answer(pending)), config)
-    state = await graph.aget_state(config)
-    assert not state.interrupts, f"still interrupted: {state.interrupts}"
-    return dict(state.values)
 
 
 async def through_interlock(

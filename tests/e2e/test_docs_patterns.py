@@ -1,0 +1,76 @@
+"""Conformance, distributed: LangGraph's documented human-in-the-loop patterns
+(tests/fixtures/docs_patterns) driven by langgraph-sdk alone against the four services as
+separate processes over Kafka and FerretDB, answered as LangGraph's docs answer them
+(``command={"resume": ...}``), end in the state plain LangGraph ends in. The in-process and
+embedded legs are tests/unit/test_docs_patterns.py."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from langgraph_sdk import get_client
+
+from shared.settings import DEFAULT_AGENTS_FILE
+from tests.e2e.cluster import Cluster
+from tests.fixtures.docs_patterns.scripts import (
+    AGENT_OF,
+    AGENTS,
+    GO,
+    INPUTS,
+    SCRIPTS,
+    Answer,
+    plain_langgraph,
+)
+
+pytestmark = pytest.mark.e2e
+
+PROJECT, WORKSPACE = "proj-docs", "ws-docs"
+
+
+@pytest.fixture(scope="module")
+async def patterns_cluster(
+    kafka_bootstrap: str, mongodb_uri: str, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Cluster]:
+    """A cluster whose agents file holds the documented patterns beside the examples."""
+    workdir = tmp_path_factory.mktemp("docs-patterns")
+    agents = workdir / "agents.toml"
+    agents.write_text(DEFAULT_AGENTS_FILE.read_text() + AGENTS)
+    cluster = Cluster(kafka=kafka_bootstrap, mongodb=mongodb_uri, workdir=workdir / "cluster")
+    cluster.env["INTERLOCK_AGENTS_FILE"] = str(agents)
+    async with cluster.serving():
+        yield cluster
+
+
+async def through_langgraph_sdk(
+    cluster: Cluster, agent: str, answers: list[Answer], start: dict[str, Any]
+) -> dict[str, Any]:
+    client = get_client(
+        url=f"{cluster.base_url}/langgraph/projects/{PROJECT}/workspaces/{WORKSPACE}",
+        api_key=await cluster.key(PROJECT, email="reviewer@example.com"),
+        timeout=60,
+    )
+    thread = await client.threads.create()
+    state: Any = await client.runs.wait(thread["thread_id"], agent, input=start)
+    for answer in answers:
+        pending = [(i["id"], i["value"]) for i in state.get("__interrupt__", [])]
+        assert pending, f"the run ended before the script did: {state}"
+        state = await client.runs.wait(
+            thread["thread_id"], agent, command={"resume": answer(pending)}
+        )
+    assert "__interrupt__" not in state and "__error__" not in state, state
+    return dict(state)
+
+
+@pytest.mark.parametrize("name", list(SCRIPTS))
+async def test_a_docs_pattern_ends_as_in_plain_langgraph_when_distributed(
+    patterns_cluster: Cluster, name: str
+) -> None:
+    factory, answers, compared = SCRIPTS[name]
+    start = INPUTS.get(name, GO)
+    expected = await plain_langgraph(factory, answers, start)
+    got = await through_langgraph_sdk(patterns_cluster, AGENT_OF.get(name, name), answers, start)
+    assert {k: got.get(k) for k in compared} == {k: expected.get(k) for k in compared}
+    said = [m.content for m in expected.get("messages", []) if m.type == "tool"]
+    assert [m["content"] for m in got.get("messages", []) if m.get("type") == "tool"] == said
