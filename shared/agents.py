@@ -28,6 +28,14 @@ from shared.domain.deadlines import DeadlineRules
 from shared.domain.policy import AgentPolicy, PolicyError, parse_policy
 from shared.errors import InterlockError
 from shared.events import Identifier
+from shared.langgraph_project import (
+    AGENTS_TOML,
+    LANGGRAPH_JSON,
+    Project,
+    ProjectError,
+    ProjectGraph,
+    read_project,
+)
 
 
 class RegistryError(InterlockError):
@@ -60,9 +68,14 @@ class AgentSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: Identifier
-    factory: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
-    """``module:callable``; the callable takes a checkpointer and returns a compiled graph (or a
-    StateGraph, which the sandbox compiles with the checkpointer)."""
+    factory: str = Field(pattern=r"^(?:[A-Za-z_][\w.]*|[^:]+\.py):[A-Za-z_]\w*$")
+    """``module:attribute`` or ``./file.py:attribute`` (relative to ``folder``): a compiled
+    graph, a StateGraph, or a factory (services/sandbox/runner.py, ``GraphCache``)."""
+    folder: Path | None = None
+    """The folder of the file that declared it: a file path resolves against it, and the
+    sandbox imports the agent's code from it (with the project's ``dependencies``)."""
+    import_paths: list[Path] = Field(default_factory=list)
+    """Folders put on the import path before the agent is imported (no PYTHONPATH needed)."""
     description: str = ""
     version: str | None = Field(default=None, min_length=1, max_length=64)
     """Overrides the automatic code fingerprint (see services/sandbox/fingerprint.py)."""
@@ -77,8 +90,11 @@ class AgentSpec(BaseModel):
 
 
 class AgentRegistry:
-    def __init__(self, specs: list[AgentSpec]) -> None:
+    def __init__(self, specs: list[AgentSpec], env: dict[str, str] | None = None) -> None:
         self._specs = {spec.name: spec for spec in specs}
+        self.env = dict(env or {})
+        """Variables the agents run with (``langgraph.json``'s ``env``): the sandbox sets those
+        its own environment does not."""
 
     def get(self, name: str) -> AgentSpec | None:
         return self._specs.get(name)
@@ -91,6 +107,41 @@ class AgentRegistry:
 
 
 def load_registry(path: Path) -> AgentRegistry:
+    """The agents of ``path``: an ``agents.toml``, with the ``langgraph.json`` beside it if there
+    is one, or a ``langgraph.json``, with the ``agents.toml`` beside it if there is one
+    (shared/langgraph_project.py)."""
+    if path.suffix == ".json":
+        project_file, toml = path, path.parent / AGENTS_TOML
+        entries = _toml_entries(toml) if toml.is_file() else {}
+    else:
+        project_file, toml = path.parent / LANGGRAPH_JSON, path
+        entries = _toml_entries(toml)
+    folder = toml.resolve().parent
+    try:
+        specs = {name: _spec(name, body, folder) for name, body in entries.items()}
+    except (TypeError, ValidationError) as exc:
+        raise RegistryError(f"{toml}: invalid agent entry: {exc}") from exc
+    except PolicyError as exc:
+        raise RegistryError(f"{toml}: invalid review policy: {exc}") from exc
+    env: dict[str, str] = {}
+    if project_file.is_file():
+        try:
+            project = read_project(project_file)
+        except ProjectError as exc:
+            raise RegistryError(str(exc)) from exc
+        for graph in project.graphs:
+            specs[graph.name] = _with_graph(specs.get(graph.name), graph, project, toml)
+        env = project.env
+    orphans = [name for name, spec in specs.items() if spec.factory == PROJECT_GRAPH]
+    if orphans:
+        raise RegistryError(
+            f"{toml}: [agents.{orphans[0]}] has no 'factory', and no graph of"
+            f" {project_file} is named {orphans[0]!r}"
+        )
+    return AgentRegistry(list(specs.values()), env=env)
+
+
+def _toml_entries(path: Path) -> dict[str, Any]:
     try:
         data = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:
@@ -98,19 +149,43 @@ def load_registry(path: Path) -> AgentRegistry:
     entries = data.get("agents", {})
     if not isinstance(entries, dict):
         raise RegistryError(f"{path}: [agents] must be a table of agent tables")
-    try:
-        specs = [_spec(name, body) for name, body in entries.items()]
-    except (TypeError, ValidationError) as exc:
-        raise RegistryError(f"{path}: invalid agent entry: {exc}") from exc
-    except PolicyError as exc:
-        raise RegistryError(f"{path}: invalid review policy: {exc}") from exc
-    return AgentRegistry(specs)
+    return entries
 
 
-def _spec(name: str, body: Any) -> AgentSpec:
+def _with_graph(
+    declared: AgentSpec | None, graph: ProjectGraph, project: Project, toml: Path
+) -> AgentSpec:
+    """A graph of langgraph.json as an agent, with what agents.toml says of it (its rules)."""
+    where = dict(folder=project.folder, import_paths=[project.folder, *project.dependencies])
+    if declared is None:
+        try:
+            return AgentSpec(
+                name=graph.name, factory=graph.factory, description=graph.description, **where
+            )
+        except ValidationError as exc:
+            raise RegistryError(f"langgraph.json: graph {graph.name!r}: {exc}") from exc
+    if declared.factory != PROJECT_GRAPH:
+        raise RegistryError(
+            f"{toml}: [agents.{graph.name}] sets a factory, but langgraph.json defines that graph;"
+            " leave 'factory' out of the table (it keeps the rules only)"
+        )
+    return declared.model_copy(
+        update={
+            "factory": graph.factory,
+            "description": declared.description or graph.description,
+            **where,
+        }
+    )
+
+
+PROJECT_GRAPH = "langgraph.json:graph"
+"""The factory of a table that only adds rules to a graph langgraph.json defines."""
+
+
+def _spec(name: str, body: Any, folder: Path) -> AgentSpec:
     if not isinstance(body, dict):
         raise TypeError(f"[agents.{name}] must be a table")
-    fields = dict(body)
+    fields = {"factory": PROJECT_GRAPH, "folder": folder, **body}
     policy, tiers = fields.pop("policy", None), fields.pop("tiers", None)
     if policy is None and tiers is not None:
         # Tiers alone change nothing; more likely the [policy] table is misspelt or missing.

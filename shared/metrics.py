@@ -184,6 +184,15 @@ CONSUMER_LAG = measured(
         ["group", "topic", "partition"],
     ),
 )
+AGENTS_UNLOADABLE = measured(
+    [SANDBOX],
+    Gauge(
+        "interlock_agents_unloadable",
+        "1 for each agent this sandbox could not load at start-up (its executions fail with the"
+        " reason, logged as agent.unloadable); the other agents serve.",
+        ["agent"],
+    ),
+)
 DEADLINES_FIRED = measured(
     [ORCHESTRATOR],
     Counter(

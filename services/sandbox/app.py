@@ -14,9 +14,11 @@ from pydantic import Field
 
 from services.sandbox.checkpointer import GuardedSaver
 from services.sandbox.handlers import Sandbox
+from services.sandbox.loading import GraphCache
 from services.sandbox.mongo_checkpoints import AsyncMongoSaver
 from services.sandbox.progress import ProgressAnnouncer
-from services.sandbox.runner import AgentRunner, GraphCache
+from services.sandbox.runner import AgentRunner
+from shared import metrics
 from shared.agents import load_registry
 from shared.bus import ConsumerHost, EventPublisher, route
 from shared.consumer_app import consumer_app
@@ -84,11 +86,16 @@ def size_thread_pool(settings: SandboxSettings) -> None:
 
 
 async def publish_agent_versions(graphs: GraphCache, store: Store) -> None:
-    """Load every agent now (a broken one fails the start, not the first execution) and tell
-    the gateway and the orchestrator which versions run here."""
+    """Load every agent now and tell the gateway and the orchestrator which versions run here.
+    One that cannot be loaded is reported (logged, ``interlock_agents_unloadable``) and its
+    executions fail with the reason; the others serve."""
     for loaded in graphs.load_all():
         await store.agent_versions.publish(loaded.version)
+        metrics.AGENTS_UNLOADABLE.labels(loaded.spec.name).set(0)
         log.info("agent.loaded", agent=loaded.spec.name, fingerprint=loaded.fingerprint)
+    for agent, reason in graphs.unloadable.items():
+        metrics.AGENTS_UNLOADABLE.labels(agent).set(1)
+        log.error("agent.unloadable", agent=agent, reason=reason)
 
 
 def register(

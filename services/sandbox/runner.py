@@ -20,8 +20,6 @@ steps that completed before are served from the step cache, read in one query pe
 from __future__ import annotations
 
 import asyncio
-import importlib
-import inspect
 import json
 import time
 from collections.abc import Mapping
@@ -30,26 +28,20 @@ from datetime import UTC, datetime
 from typing import Any
 
 import structlog
-from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph import StateGraph
 from langgraph.pregel import Pregel
 from langgraph.types import Command, StateSnapshot
 from opentelemetry import context as otel_context
 
-from interlock.sdk import PolicyError
 from interlock.sdk.runtime import StepRun, step_run
 from services.sandbox.checkpoint_run import head_extra, known_to_be_new
 from services.sandbox.checkpoint_run import run_scope as checkpoint_run_scope
 from services.sandbox.checkpointer import current_fence
-from services.sandbox.fingerprint import agent_fingerprint
 from services.sandbox.jsonable import to_jsonable
+from services.sandbox.loading import AgentNotLoadable, GraphCache, LoadedAgent
 from services.sandbox.progress import STREAM_MODES, ProgressAnnouncer, ProgressRecorder
-from services.sandbox.reviews import interrupt_reviews, tool_rules
+from services.sandbox.reviews import interrupt_reviews
 from services.sandbox.step_index import StepIndex
-from services.sandbox.tools import make_tools_durable
 from shared import metrics
-from shared.agents import AgentRegistry, AgentSpec
-from shared.domain.versions import AgentVersion
 from shared.errors import Fenced, is_transient
 from shared.events import (
     DispatchKind,
@@ -116,99 +108,6 @@ class Attempt:
     execution_id: str
     epoch: int
     number: int
-
-
-class AgentNotLoadable(Exception):
-    pass
-
-
-@dataclass(frozen=True)
-class LoadedAgent:
-    spec: AgentSpec
-    graph: Graph
-    fingerprint: str
-    tools: dict[str, ToolRule]
-
-    @property
-    def version(self) -> AgentVersion:
-        return AgentVersion(
-            agent=self.spec.name,
-            fingerprint=self.fingerprint,
-            compatible_with=self.spec.compatible_with,
-            input_keys=input_keys_of(self.graph),
-        )
-
-
-def input_keys_of(graph: Graph) -> list[str] | None:
-    """The keys of a StateGraph's input schema (what ``graph.invoke({...})`` may set), or None
-    for a graph that has no builder to ask (the functional API's)."""
-    builder = getattr(graph, "builder", None)
-    schemas = getattr(builder, "schemas", None)
-    input_schema = getattr(builder, "input_schema", None)
-    if not isinstance(schemas, dict) or input_schema not in schemas:
-        return None
-    return sorted(str(key) for key in schemas[input_schema])
-
-
-class GraphCache:
-    """Imports and compiles each agent's graph once per process."""
-
-    def __init__(self, registry: AgentRegistry, checkpointer: BaseCheckpointSaver[Any]) -> None:
-        self._registry = registry
-        self._checkpointer = checkpointer
-        self._agents: dict[str, LoadedAgent] = {}
-
-    def get(self, agent: str) -> LoadedAgent:
-        loaded = self._agents.get(agent)
-        if loaded is None:
-            loaded = self._load(agent)
-            self._agents[agent] = loaded
-        return loaded
-
-    def load_all(self) -> list[LoadedAgent]:
-        return [self.get(spec.name) for spec in self._registry.all()]
-
-    def _build(self, spec: AgentSpec, factory: Any) -> Any:
-        """Call the factory; an agent with a configured review policy must accept it (a policy
-        silently ignored would run gated tools unreviewed)."""
-        if spec.policy is None:
-            return factory(self._checkpointer)
-        if not _accepts_policy(factory):
-            raise AgentNotLoadable(
-                f"agent {spec.name!r} has a review policy but {spec.factory} takes no 'policy'"
-                " argument; it would run its tools unreviewed"
-            )
-        try:
-            return factory(self._checkpointer, policy=spec.policy)
-        except PolicyError as exc:
-            raise AgentNotLoadable(str(exc)) from exc
-
-    def _load(self, agent: str) -> LoadedAgent:
-        spec = self._registry.get(agent)
-        if spec is None:
-            raise AgentNotLoadable(f"agent {agent!r} is not registered in this sandbox")
-        module_name, attribute = spec.factory.split(":")
-        try:
-            factory = getattr(importlib.import_module(module_name), attribute)
-        except (ImportError, AttributeError) as exc:
-            raise AgentNotLoadable(f"cannot import {spec.factory}: {exc}") from exc
-        built = self._build(spec, factory)
-        if isinstance(built, StateGraph):
-            built = built.compile(checkpointer=self._checkpointer)
-        if not isinstance(built, Pregel):
-            raise AgentNotLoadable(f"{spec.factory} returned {type(built).__name__}, not a graph")
-        # The sandbox owns persistence: whatever the factory did, checkpoints go through the
-        # guarded saver, and tools run by ToolNode / create_agent become durable steps.
-        built.checkpointer = self._checkpointer
-        make_tools_durable(built)
-        return LoadedAgent(spec, built, agent_fingerprint(spec, built), tool_rules(built))
-
-
-def _accepts_policy(factory: Any) -> bool:
-    try:
-        return "policy" in inspect.signature(factory).parameters
-    except (TypeError, ValueError):
-        return False
 
 
 def pending_interrupts(snapshot: StateSnapshot) -> list[PendingInterrupt]:

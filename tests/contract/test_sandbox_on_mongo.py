@@ -13,8 +13,9 @@ from pymongo import AsyncMongoClient, monitoring
 from pymongo.errors import AutoReconnect
 
 from services.sandbox.checkpointer import GuardedSaver
+from services.sandbox.loading import GraphCache
 from services.sandbox.mongo_checkpoints import AsyncMongoSaver
-from services.sandbox.runner import AgentRunner, Completed, GraphCache, Suspended
+from services.sandbox.runner import AgentRunner, Completed, Suspended
 from shared.agents import load_registry
 from shared.events import AgentInput, DispatchKind, ExecutionDispatched, ResumeInstruction
 from shared.settings import DEFAULT_AGENTS_FILE

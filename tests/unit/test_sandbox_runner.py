@@ -17,12 +17,12 @@ from structlog.testing import capture_logs
 from interlock.sdk.runtime import StepRun, step_run
 from services.orchestrator import state_machine as sm
 from services.sandbox.checkpointer import GuardedSaver
+from services.sandbox.loading import GraphCache
 from services.sandbox.runner import (
     MAX_SUSPENDED_VALUES_BYTES,
     AgentRunner,
     Completed,
     Failed,
-    GraphCache,
     Refused,
     Suspended,
 )
