@@ -43,6 +43,8 @@ class DecisionView(BaseModel):
     reviewer: str | None
     decided_at: datetime
     decisions: list[ActionDecision] | None = None
+    resume: Any = None
+    """The value sent (LangGraph's form, ``{"resume": ...}``), as the interrupt received it."""
     interrupt_id: str | None = None
     edits: list[dict[str, Any]] = Field(default_factory=list)
     approvers: list[str] | None = None

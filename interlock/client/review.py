@@ -45,9 +45,34 @@ def _ask_decision(execution: Json, review: Json) -> Json:
     choices = list(review.get("allowed_decisions") or execution.get("allowed_decisions") or [])
     typer.echo(decision_block(execution, choices))
     if not choices:
-        # The agent declared no decisions: any word is accepted.
-        return {"decision": typer.prompt("Decision", prompt_suffix=": ")}
+        # The agent declared no decisions: interrupt() returns whatever is sent, as LangGraph's
+        # Command(resume=...).
+        return {"resume": _ask_answer(review.get("answer_schema"))}
     return {"decision": _choose(choices)}
+
+
+def _ask_answer(schema: Json | None) -> Any:
+    """The value for an interrupt that declares no decisions: JSON as the value it spells
+    (``true``, ``30``, ``{...}``), other text as that text; re-asked until it fits the
+    ``answer_schema`` the interrupt declares, so a typo is caught here, not as a 400."""
+    if schema:
+        typer.echo(f"The answer must fit: {visible(json.dumps(schema, ensure_ascii=False))}")
+    while True:
+        raw = str(typer.prompt("Answer (JSON or text)", prompt_suffix=": ")).strip()
+        try:
+            value: Any = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        if schema:
+            try:
+                jsonschema.validate(value, schema)
+            except jsonschema.ValidationError as exc:
+                typer.echo(f"Invalid answer: {plain(exc.message)}")
+                continue
+        if value == "":
+            typer.echo("Type an answer.")
+            continue
+        return value
 
 
 def _ask_actions(execution: Json, review: Json) -> Json:

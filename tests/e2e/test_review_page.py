@@ -422,6 +422,35 @@ def test_a_refund_reviewed_from_the_live_list_to_its_outcome(
     assert page.script_errors() == []
 
 
+def test_an_interrupt_that_declares_no_decisions_is_answered_with_its_value(
+    page: ReviewPage, api: Api, owner_key: str, workspace: str
+) -> None:
+    """``edit-draft`` asks for an edit, not a decision (LangGraph's "review and edit state"): the
+    window offers an answer box shaped by its answer_schema, refuses a value that does not
+    fit (the gateway's 400, in words), and the agent receives the edit itself."""
+    page.sign_in(owner_key, PROJECT, workspace)
+    execution_id = api.invoke("edit-draft", "Where is my order?")
+    page.row(execution_id)
+    page.open_review(execution_id)
+    assert json.loads(page.by_id("resume").get_attribute("value") or "") == {"edited_text": ""}
+    assert "edited_text" in page.text_of("resume-hint")
+
+    page.by_id("resume").clear()
+    page.type_into("resume", '{"edited_text": ""}')  # JSON, but not what the schema takes
+    page.submit()
+    page.wait_text("submit-error", "answer_schema")
+    page.by_id("resume").clear()
+    page.type_into("resume", '{"edited_text": "Your order ships on Monday."}')
+    page.submit()
+
+    page.wait_text("progress-status", "completed")
+    done = api.get(execution_id)
+    assert done["result"]["sent"] == "Your order ships on Monday."
+    [decision] = api.get(execution_id, "/audit")["decisions"]
+    assert decision["resume"] == {"edited_text": "Your order ships on Monday."}
+    assert page.script_errors() == []
+
+
 def test_tool_calls_answered_one_by_one_with_an_edit_and_a_rejection(
     page: ReviewPage, api: Api, cluster: Cluster, owner_key: str, workspace: str
 ) -> None:

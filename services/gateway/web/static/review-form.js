@@ -3,6 +3,7 @@
 // (interlock/client/review.py) exactly, so both reviewer surfaces send the same answers:
 //
 //   an agent's own interrupt (Atlas):  {"decision": "approve", "reviewer_notes": "..."}
+//   one that declares no decisions:    {"resume": <the value interrupt() returns>}
 //   LangChain middleware actions:      {"decisions": [{"type": "approve"},
 //                                        {"type": "edit", "edited_action": {"name", "args"}},
 //                                        {"type": "reject", "message": "..."},
@@ -76,15 +77,42 @@ function clearErrors(container) {
 
 function decisionControl(container, execution, review) {
   const choices = review.allowed_decisions?.length ? review.allowed_decisions : (execution.allowed_decisions ?? []);
-  if (!choices.length) {
-    // The agent declared no decisions: any word is accepted, as in the CLI.
-    const free = labelled(el("input", { id: "decision", name: "decision", maxLength: 256 }), "Decision");
-    container.append(free.wrapper);
-    return () => ({ decision: required(free.control, "Type a decision.") });
-  }
+  if (!choices.length) return answerControl(container, review);
   const select = choiceList("decision", choices, "Choose a decision…");
   container.append(labelled(select, "Decision").wrapper);
   return () => ({ decision: required(select, "Choose a decision.") });
+}
+
+// --- any value (an interrupt that declares no decisions) --------------------------------------
+
+// The agent declared no decisions: interrupt() returns whatever is sent ({"resume": value}, as
+// LangGraph's Command(resume=...)). JSON is sent as the value it spells (true, 30, {...}); any
+// other text as that text. The answer_schema the interrupt may declare is shown, and checked by
+// the gateway, which names what does not fit.
+function answerControl(container, review) {
+  const hint = review.answer_schema
+    ? `JSON the agent checks against: ${JSON.stringify(review.answer_schema)}`
+    : "JSON (true, 30, {\"key\": \"value\"}) is sent as that value; other text as text.";
+  const answer = labelled(
+    el("textarea", { id: "resume", name: "resume", rows: 5, maxLength: 100000, spellcheck: false }),
+    "Answer",
+    hint,
+  );
+  if (review.answer_schema?.properties) {
+    // A starting point: the object's keys, so the reviewer fills in values.
+    const keys = Object.keys(review.answer_schema.properties);
+    answer.control.value = JSON.stringify(Object.fromEntries(keys.map((key) => [key, ""])), null, 2);
+  }
+  container.append(answer.wrapper);
+  return () => {
+    const text = required(answer.control, "Type the answer.");
+    try {
+      return { resume: JSON.parse(text) };
+    } catch {
+      if (review.answer_schema) throw new FieldError(answer.control, "The answer must be JSON.");
+      return { resume: text };
+    }
+  };
 }
 
 // --- one decision per tool call (LangChain's HumanInTheLoopMiddleware) -------------------------
