@@ -6,7 +6,9 @@ embedded legs are tests/unit/test_docs_patterns.py."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +25,7 @@ from tests.fixtures.docs_patterns.scripts import (
     Answer,
     plain_langgraph,
 )
+from tests.unit.test_langgraph_project import project
 
 pytestmark = pytest.mark.e2e
 
@@ -74,3 +77,38 @@ async def test_a_docs_pattern_ends_as_in_plain_langgraph_when_distributed(
     assert {k: got.get(k) for k in compared} == {k: expected.get(k) for k in compared}
     said = [m.content for m in expected.get("messages", []) if m.type == "tool"]
     assert [m["content"] for m in got.get("messages", []) if m.get("type") == "tool"] == said
+
+
+async def test_a_langgraph_project_runs_distributed_beside_a_broken_agent(
+    kafka_bootstrap: str, mongodb_uri: str, tmp_path: Path
+) -> None:
+    """``make up``'s way: the four services as separate processes with INTERLOCK_AGENTS_FILE
+    at a project's langgraph.json (a module exporting ``graph``, a helper it imports, no
+    PYTHONPATH): its graph runs from its input state through its interrupt, while the broken
+    agent beside it fails only its own run."""
+    root = project(tmp_path, name="distproj")
+    (root / "broken.py").write_text("raise RuntimeError('this agent does not load')\n")
+    config = json.loads((root / "langgraph.json").read_text())
+    config["graphs"]["broken"] = "./broken.py:graph"
+    (root / "langgraph.json").write_text(json.dumps(config))
+    cluster = Cluster(kafka=kafka_bootstrap, mongodb=mongodb_uri, workdir=tmp_path / "cluster")
+    cluster.env["INTERLOCK_AGENTS_FILE"] = str(root / "langgraph.json")
+    async with cluster.serving():
+        client = get_client(
+            url=f"{cluster.base_url}/langgraph/projects/{PROJECT}/workspaces/{WORKSPACE}",
+            api_key=await cluster.key(PROJECT, email="reviewer@example.com"),
+            timeout=60,
+        )
+        thread = await client.threads.create()
+        state: Any = await client.runs.wait(thread["thread_id"], "writer", input={"topic": "x"})
+        [pending] = state["__interrupt__"]
+        assert pending["value"] == {"draft": "hello x"}
+        done: Any = await client.runs.wait(
+            thread["thread_id"], "writer", command={"resume": "an edited text"}
+        )
+        assert done["text"] == "an edited text", done
+        other = await client.threads.create()
+        # The client raises the run's error, as it does for LangGraph's.
+        with pytest.raises(Exception, match=r"AgentNotLoadable: .*this agent does not load"):
+            await client.runs.wait(other["thread_id"], "broken", input={"x": 1})
+        assert '"agent.unloadable"' in cluster.log_tail("sandbox", 400)
