@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.cluster import REPO, Cluster
+from tests.e2e.cluster import REPO, Cluster, free_port
 from tests.e2e.conftest import Api, ledger_entries
 
 pytestmark = pytest.mark.e2e
@@ -222,21 +223,37 @@ async def test_policy_tiers_decide_what_pauses(api: Api, cluster: Cluster) -> No
 
 
 @pytest.mark.parametrize(
-    ("policy", "reason"),
+    ("policy", "reason", "serves"),
     [
-        ('[agents.sql-ops.policy]\nexecute_sql = "extreme"\n', "extreme"),
-        ('[agents.sql-ops.policy]\ndrop_table = "high"\n', "drop_table"),
+        # The agents file itself is invalid: no service starts on it (as with a TOML error).
+        ('[agents.sql-ops.policy]\nexecute_sql = "extreme"\n', "extreme", False),
+        # The agent's graph lacks the tool: that agent does not load, the others serve.
+        ('[agents.sql-ops.policy]\ndrop_table = "high"\n', "drop_table", True),
     ],
     ids=["unknown-tier", "unknown-tool"],
 )
-async def test_a_bad_policy_stops_the_sandbox_from_loading(
-    cluster: Cluster, tmp_path: Path, policy: str, reason: str
+async def test_a_bad_policy_never_runs_the_agents_tools_unreviewed(
+    cluster: Cluster, tmp_path: Path, policy: str, reason: str, serves: bool
 ) -> None:
+    """A policy that does not parse makes the agents file invalid: the sandbox does not start,
+    naming why. One that names a tool the agent lacks makes that agent unloadable: the sandbox
+    says why (agent.unloadable) and the agent beside it loads. The sandbox runs on topics and a
+    group of its own, so it takes no work from the session's cluster."""
     agents = tmp_path / "agents.toml"
     agents.write_text(
-        '[agents.sql-ops]\nfactory = "agents.sql_ops:build_graph"\ndescription = "ops"\n' + policy
+        '[agents.sql-ops]\nfactory = "agents.sql_ops:build_graph"\ndescription = "ops"\n'
+        + policy
+        + '[agents.refund-approval]\nfactory = "agents.refund_approval:build_graph"\n'
     )
-    env = {**cluster.env, "INTERLOCK_AGENTS_FILE": str(agents)}
+    own = f"bad-policy-{uuid.uuid4().hex[:8]}"
+    env = {
+        **cluster.env,
+        "INTERLOCK_AGENTS_FILE": str(agents),
+        "INTERLOCK_TOPIC_PREFIX": f"{own}.",
+        "INTERLOCK_CONSUMER_GROUP_PREFIX": own,
+        "INTERLOCK_HEALTH_PORT": str(free_port()),
+    }
+    env.pop("INTERLOCK_KAFKA_GROUP_INSTANCE_ID", None)
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -248,7 +265,31 @@ async def test_a_bad_policy_stops_the_sandbox_from_loading(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )
-    output, _ = await asyncio.wait_for(process.communicate(), timeout=60)
-    assert process.returncode != 0
-    text = output.decode(errors="replace")
-    assert "sql-ops" in text and reason in text, text[-2000:]
+    assert process.stdout is not None
+    lines: list[str] = []
+
+    async def until_both_reported() -> None:
+        assert process.stdout is not None
+        while not (
+            any('"agent.unloadable"' in line for line in lines)
+            and any('"agent.loaded"' in line and "refund-approval" in line for line in lines)
+        ):
+            line = await process.stdout.readline()
+            if not line:
+                raise AssertionError("the sandbox exited:\n" + "".join(lines[-40:]))
+            lines.append(line.decode(errors="replace"))
+
+    if not serves:
+        output, _ = await asyncio.wait_for(process.communicate(), timeout=60)
+        assert process.returncode != 0
+        text = output.decode(errors="replace")
+        assert "sql-ops" in text and reason in text, text[-2000:]
+        return
+    try:
+        await asyncio.wait_for(until_both_reported(), timeout=60)
+    finally:
+        if process.returncode is None:
+            process.terminate()
+        await asyncio.wait_for(process.wait(), timeout=30)
+    [unloadable] = [line for line in lines if '"agent.unloadable"' in line]
+    assert "sql-ops" in unloadable and reason in unloadable, unloadable
