@@ -81,8 +81,16 @@ def agent_sources(spec: AgentSpec, graph: Pregel[Any, Any, Any, Any], factory: A
 
 
 def project_roots(spec: AgentSpec) -> list[Path]:
-    """Where the agent's own code lives: the folders that declared it and its import paths."""
-    roots = [p.resolve() for p in [*spec.import_paths, *([spec.folder] if spec.folder else [])]]
+    """Where the agent's own code lives, whichever file registered it: a project file's folder
+    and import paths, or the folder of the top-level package of a ``module:attribute``."""
+    target = spec.factory.rpartition(":")[0]
+    if target.endswith(".py"):
+        found = [*spec.import_paths, *([spec.folder] if spec.folder else [])]
+    else:
+        package = sys.modules.get(target.split(".", 1)[0])
+        file = getattr(package, "__file__", None)
+        found = [Path(file).parent] if file else []
+    roots = [p.resolve() for p in found]
     return [r for r in roots if not _is_site_packages(r)]
 
 

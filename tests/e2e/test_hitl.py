@@ -251,6 +251,8 @@ async def test_a_bad_policy_never_runs_the_agents_tools_unreviewed(
         "INTERLOCK_AGENTS_FILE": str(agents),
         "INTERLOCK_TOPIC_PREFIX": f"{own}.",
         "INTERLOCK_CONSUMER_GROUP_PREFIX": own,
+        # And a database of its own: the versions it publishes are not the session's.
+        "INTERLOCK_MONGODB_DATABASE": own.replace("-", "_"),
         "INTERLOCK_HEALTH_PORT": str(free_port()),
     }
     env.pop("INTERLOCK_KAFKA_GROUP_INSTANCE_ID", None)

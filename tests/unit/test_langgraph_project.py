@@ -305,3 +305,18 @@ async def test_interlock_dev_serves_a_langgraph_project_beside_a_broken_agent(
         failed = await dev.status(broken.json()["execution_id"], "error", "completed")
         assert failed["error"]["error_type"] == "AgentNotLoadable"
         assert "this agent does not load" in failed["error"]["message"]
+
+
+def test_a_module_agent_has_one_fingerprint_whichever_agents_file_registers_it(
+    tmp_path: Path,
+) -> None:
+    """The fingerprint of ``agents.refund_approval:build_graph`` does not depend on where the
+    agents file is: a sandbox started with another file (a test's, an operator's copy) must not
+    publish a version that refuses the other sandboxes' suspensions."""
+    from shared.settings import DEFAULT_AGENTS_FILE
+
+    copy = tmp_path / "elsewhere" / "agents.toml"
+    copy.parent.mkdir()
+    copy.write_text('[agents.refund-approval]\nfactory = "agents.refund_approval:build_graph"\n')
+    here = cache(DEFAULT_AGENTS_FILE).get("refund-approval").fingerprint
+    assert cache(copy).get("refund-approval").fingerprint == here
