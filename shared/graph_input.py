@@ -53,6 +53,9 @@ def messages_of(value: Any, *, where: str) -> list[dict[str, Any]]:
 def _message(item: Any, where: str) -> dict[str, Any]:
     try:
         (message,) = convert_to_messages([item])
+    # What LangChain raises for input it cannot read (measured: an unknown role is a
+    # ValueError, a tool message without tool_call_id a KeyError, a number NotImplementedError):
+    # the client's mistake, a 400, never a 500.
     except (ValueError, KeyError, TypeError, NotImplementedError) as exc:
         reason = str(exc).split("\n", 1)[0]
         if isinstance(exc, KeyError):

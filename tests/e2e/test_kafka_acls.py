@@ -163,6 +163,8 @@ class Broker:
 def sasl_servers() -> str:
     servers = os.environ.get(SASL_SERVERS)
     if not servers:
+        # Only with testcontainers' Kafka (a user's laptop), which has no SASL listener; CI and
+        # `make test` run infra/infra.sh, which always exports it, so there this runs.
         pytest.skip(f"no authorizing SASL listener: {SASL_SERVERS} is unset (infra/infra.sh)")
     return servers
 
