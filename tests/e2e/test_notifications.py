@@ -12,15 +12,12 @@ import json
 import re
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from email import message_from_bytes
-from email.message import Message
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import uvicorn
-from aiosmtpd.controller import Controller
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -30,6 +27,7 @@ from starlette.routing import Route
 from services.notifier.channels.webhook import new_secret
 from tests.e2e.cluster import Cluster, free_port
 from tests.e2e.conftest import Api
+from tests.e2e.mailbox import Mailbox, smtp_server
 from tests.eventually import eventually
 
 pytestmark = pytest.mark.e2e
@@ -71,15 +69,6 @@ class Receiver:
         return Starlette(routes=routes)
 
 
-@dataclass
-class Mailbox:
-    messages: list[Message] = field(default_factory=list)
-
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-        self.messages.append(message_from_bytes(envelope.content))
-        return "250 OK"
-
-
 @pytest.fixture
 async def receiver() -> AsyncIterator[Receiver]:
     running = Receiver()
@@ -96,14 +85,8 @@ async def receiver() -> AsyncIterator[Receiver]:
 
 @pytest.fixture
 def mailbox() -> Iterator[tuple[Mailbox, int]]:
-    box = Mailbox()
-    port = free_port()
-    controller = Controller(box, hostname="127.0.0.1", port=port)
-    controller.start()
-    try:
-        yield box, port
-    finally:
-        controller.stop()
+    with smtp_server() as served:
+        yield served
 
 
 @pytest.fixture

@@ -15,25 +15,21 @@ import asyncio
 import base64
 import binascii
 import json
-import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
-from email import message_from_bytes
-from email.message import Message
 from typing import Any
 
 import httpx
 import pytest
-from aiosmtpd.controller import Controller
 from pymongo import AsyncMongoClient
 
 from shared.domain.principals import person
 from shared.notifications.action_links import LinkMinter
 from shared.notifications.model import Notification
-from tests.e2e.cluster import Cluster, free_port
+from tests.e2e.cluster import Cluster
 from tests.e2e.conftest import Api
+from tests.e2e.mailbox import Mailbox, smtp_server
 from tests.eventually import eventually
 
 pytestmark = pytest.mark.e2e
@@ -42,38 +38,12 @@ PROJECT = "proj-links"
 WORKSPACE = "ws-links"
 LINK_SECRET = "e2e-links-secret-0123456789abcdef"
 REQUESTER = "requester@example.test"
-LINK_TEXT = re.compile(r"(\w+) without opening it \(asks to confirm\): (\S+)")
-
-
-@dataclass
-class Mailbox:
-    messages: list[tuple[list[str], Message]] = field(default_factory=list)
-
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-        self.messages.append((list(envelope.rcpt_tos), message_from_bytes(envelope.content)))
-        return "250 OK"
-
-    def links_for(self, address: str, execution_id: str) -> dict[str, str] | None:
-        """Decision -> link, from the email ``address`` received about the execution."""
-        for recipients, message in self.messages:
-            if recipients == [address] and execution_id[:8] in str(message["Subject"]):
-                for part in message.walk():
-                    if part.get_content_type() == "text/plain":
-                        text = bytes(part.get_payload(decode=True)).decode()  # type: ignore[arg-type]
-                        return {d.lower(): url for d, url in LINK_TEXT.findall(text)}
-        return None
 
 
 @pytest.fixture(scope="module")
 def mailbox() -> Iterator[tuple[Mailbox, int]]:
-    box = Mailbox()
-    port = free_port()
-    controller = Controller(box, hostname="127.0.0.1", port=port)
-    controller.start()
-    try:
-        yield box, port
-    finally:
-        controller.stop()
+    with smtp_server() as served:
+        yield served
 
 
 @pytest.fixture(scope="module")

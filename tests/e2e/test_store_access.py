@@ -27,14 +27,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
-from email import message_from_bytes
-from email.message import Message
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import pytest
-from aiosmtpd.controller import Controller
 from prometheus_client import REGISTRY, generate_latest
 from typer.testing import CliRunner
 
@@ -51,6 +48,7 @@ from shared.store.access import (
 )
 from tests.e2e.cluster import Cluster, free_port
 from tests.e2e.conftest import Api
+from tests.e2e.mailbox import Mailbox, smtp_server
 from tests.eventually import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(400)]
@@ -156,39 +154,10 @@ async def interlock(cluster: Cluster, *args: str) -> str:
 # --- the cluster, as deployed ----------------------------------------------------------------
 
 
-@dataclass
-class Mailbox:
-    messages: list[tuple[list[str], Message]] = field(default_factory=list)
-
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-        self.messages.append((list(envelope.rcpt_tos), message_from_bytes(envelope.content)))
-        return "250 OK"
-
-    def link(self, execution_id: str, decision: str) -> str | None:
-        """The ``decision`` link of the email about ``execution_id``, once it came."""
-        marker = f"{decision.capitalize()} without opening it (asks to confirm): "
-        for _, message in self.messages:
-            if execution_id[:8] not in str(message["Subject"]):
-                continue
-            for part in message.walk():
-                if part.get_content_type() == "text/plain":
-                    text = bytes(part.get_payload(decode=True)).decode()  # type: ignore[arg-type]
-                    for line in text.splitlines():
-                        if marker in line:
-                            return line.split(marker, 1)[1].split()[0]
-        return None
-
-
 @pytest.fixture(scope="module")
 def mailbox() -> Iterator[tuple[Mailbox, int]]:
-    box = Mailbox()
-    port = free_port()
-    controller = Controller(box, hostname="127.0.0.1", port=port)
-    controller.start()
-    try:
-        yield box, port
-    finally:
-        controller.stop()
+    with smtp_server() as served:
+        yield served
 
 
 @dataclass
