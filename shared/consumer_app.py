@@ -15,7 +15,7 @@ from faststream import FastStream
 
 from shared import metrics
 from shared.background import background_hooks
-from shared.health import health_hooks
+from shared.health import Details, health_hooks
 from shared.kafka_bus import KafkaBus
 from shared.logging import announce_started
 from shared.settings import CommonSettings
@@ -32,9 +32,11 @@ def consumer_app(
     *,
     loops: tuple[Hook, ...] = (),
     start: Hook | None = None,
+    ready_details: Details | None = None,
 ) -> FastStream:
     """``loops``: the service's periodic work (sweeps, gauges) beside the broker's lag gauge;
-    ``start``: what it needs done once its store answers and before it consumes."""
+    ``start``: what it needs done once its store answers and before it consumes;
+    ``ready_details``: what its readiness probe says beside its status."""
     lag = bus.lag_monitor()
     start_loops, stop_loops = background_hooks(
         *loops, lambda: lag.run_forever(settings.metrics_poll_seconds)
@@ -48,7 +50,11 @@ def consumer_app(
             await start()
 
     health_start, health_stop = health_hooks(
-        settings, bus.broker.ping, store.ping, metrics=metrics.registry_of(service)
+        settings,
+        bus.broker.ping,
+        store.ping,
+        metrics=metrics.registry_of(service),
+        details=ready_details,
     )
     return FastStream(
         bus.broker,

@@ -3,7 +3,9 @@ and Prometheus.
 
 ``GET /healthz``: the process and its event loop answer (liveness: a wedged loop fails it).
 ``GET /readyz``: the broker and the database answer within a few seconds (readiness: 503 with
-what failed, so a replica cut off from either stops being counted as ready).
+what failed, so a replica cut off from either stops being counted as ready). It also carries
+what the service reports about itself without being unready (the sandbox: the agents it cannot
+load, while the others serve).
 ``GET /metrics``: the process's Prometheus metrics (``shared/metrics.py``), for scraping.
 ``GET /debug/tasks``: every asyncio task of the process and where it waits (``task_stacks``), to
 see what a process that answers its probes but not its work is waiting on: a thread dump
@@ -34,6 +36,8 @@ from starlette.routing import Route
 from shared.settings import CommonSettings
 
 Check = Callable[[], Awaitable[None]]
+Details = Callable[[], Mapping[str, object]]
+"""What a service adds to its readiness answer; an empty mapping adds nothing."""
 CHECK_TIMEOUT_SECONDS = 3.0
 
 
@@ -42,10 +46,11 @@ def health_app(
     metrics: CollectorRegistry = REGISTRY,
     *,
     debug_tasks_token: str | None = None,
+    details: Details | None = None,
 ) -> Starlette:
     """``metrics``: what ``/metrics`` serves (``shared.metrics.registry_of`` the process's
     services; everything by default). ``debug_tasks_token``: the bearer token ``/debug/tasks``
-    asks for; None: no such route."""
+    asks for; None: no such route. ``details``: what ``/readyz`` says beside its status."""
 
     async def alive(_: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})
@@ -58,9 +63,12 @@ def health_app(
                     await check()
             except Exception as exc:
                 failed[name] = f"{type(exc).__name__}: {exc}"[:300]
+        extra = dict(details()) if details is not None else {}
         if failed:
-            return JSONResponse({"status": "unavailable", "failed": failed}, status_code=503)
-        return JSONResponse({"status": "ready"})
+            return JSONResponse(
+                {"status": "unavailable", "failed": failed, **extra}, status_code=503
+            )
+        return JSONResponse({"status": "ready", **extra})
 
     async def scrape(_: Request) -> Response:
         return Response(generate_latest(metrics), media_type=CONTENT_TYPE_LATEST)
@@ -137,8 +145,9 @@ class HealthServer:
         metrics: CollectorRegistry = REGISTRY,
         *,
         debug_tasks_token: str | None = None,
+        details: Details | None = None,
     ) -> None:
-        app = health_app(checks, metrics, debug_tasks_token=debug_tasks_token)
+        app = health_app(checks, metrics, debug_tasks_token=debug_tasks_token, details=details)
         config = uvicorn.Config(app, host=host, port=port, log_config=None)
         self._server = _SignalFreeServer(config)
         self._task: asyncio.Task[None] | None = None
@@ -185,7 +194,11 @@ Hook = Callable[[], Awaitable[None]]
 
 
 def health_server(
-    settings: CommonSettings, checks: Mapping[str, Check], *, metrics: CollectorRegistry
+    settings: CommonSettings,
+    checks: Mapping[str, Check],
+    *,
+    metrics: CollectorRegistry,
+    details: Details | None = None,
 ) -> HealthServer | None:
     """The process's health listener, or None when ``INTERLOCK_HEALTH_PORT`` is not set."""
     if settings.health_port is None:
@@ -197,6 +210,7 @@ def health_server(
         checks,
         metrics,
         debug_tasks_token=None if token is None else token.get_secret_value(),
+        details=details,
     )
 
 
@@ -206,12 +220,14 @@ def health_hooks(
     database_ping: Check,
     *,
     metrics: CollectorRegistry,
+    details: Details | None = None,
 ) -> tuple[list[Hook], list[Hook]]:
     """Start-up and shut-down hooks of a consumer's health server (none without a port)."""
     server = health_server(
         settings,
         {"kafka": lambda: broker_reachable(broker_ping), "database": database_ping},
         metrics=metrics,
+        details=details,
     )
     if server is None:
         return [], []

@@ -237,6 +237,10 @@ class Intake:
             return head
         return await self.get(project_id, workspace_id, execution_id)
 
+    async def agent_load_errors(self) -> dict[str, str]:
+        """The registered agents the sandboxes reported they cannot load, with why."""
+        return await self._store.agent_versions.unloadable()
+
     async def progress_after(self, execution: Execution, key: str) -> list[ProgressEntry]:
         return await self._store.progress.after(execution.project_id, execution.execution_id, key)
 

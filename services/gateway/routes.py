@@ -24,7 +24,7 @@ def build_router(
 ) -> APIRouter:
     """The API's routes (streams and notifications have routers of their own)."""
     router = APIRouter()
-    router.include_router(agents_router(registry, keys))
+    router.include_router(agents_router(intake, registry, keys))
     router.include_router(invoke_router(intake, keys))
     router.include_router(executions_router(intake, keys, cursors))
     router.include_router(resume_router(intake, keys))
@@ -32,7 +32,7 @@ def build_router(
     return router
 
 
-def agents_router(registry: AgentRegistry, keys: ApiKeys) -> APIRouter:
+def agents_router(intake: Intake, registry: AgentRegistry, keys: ApiKeys) -> APIRouter:
     router = api_router()
     # A dependency as a default: the annotations are strings here (postponed), and FastAPI
     # cannot resolve names local to this function from a string.
@@ -42,9 +42,13 @@ def agents_router(registry: AgentRegistry, keys: ApiKeys) -> APIRouter:
     async def list_agents(
         project_id: ProjectPath, workspace_id: WorkspaceQuery, key: ApiKey = reader
     ) -> AgentList:
-        """The agents this deployment can run."""
+        """The agents this deployment has, each with why the sandboxes cannot load it if so."""
+        errors = await intake.agent_load_errors()
         return AgentList(
-            items=[AgentView(name=a.name, description=a.description) for a in registry.all()]
+            items=[
+                AgentView(name=a.name, description=a.description, load_error=errors.get(a.name))
+                for a in registry.all()
+            ]
         )
 
     return router

@@ -150,6 +150,9 @@ class ExecutionPage(BaseModel):
 class AgentView(BaseModel):
     name: str
     description: str
+    load_error: str | None = None
+    """Why the sandboxes cannot load this agent (its new executions fail with it, its
+    suspensions wait for a release that loads it); absent when they load it or have not said."""
 
 
 class AgentList(BaseModel):

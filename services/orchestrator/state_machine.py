@@ -193,8 +193,9 @@ def on_finished(execution: Execution, report: ExecutionReported) -> Outcome:
 
 
 def on_refused(execution: Execution, report: ExecutionReported) -> Outcome:
-    """The sandbox would not resume (the agent's code changed): suspend again, as a new
-    suspension, so a decision can be submitted once the code is reverted or declared compatible."""
+    """The sandbox would not resume (the agent's code changed, or it cannot be loaded): suspend
+    again, as a new suspension, so a decision can be submitted once the code is reverted,
+    declared compatible or fixed."""
     if report.epoch != execution.epoch:
         return Outcome(execution, ignored=f"stale epoch {report.epoch} (now {execution.epoch})")
     if execution.status is not S.RESUMING or execution.suspension is None:

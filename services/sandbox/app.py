@@ -87,15 +87,25 @@ def size_thread_pool(settings: SandboxSettings) -> None:
 
 async def publish_agent_versions(graphs: GraphCache, store: Store) -> None:
     """Load every agent now and tell the gateway and the orchestrator which versions run here.
-    One that cannot be loaded is reported (logged, ``interlock_agents_unloadable``) and its
-    executions fail with the reason; the others serve."""
+    One that cannot be loaded is reported (logged, ``interlock_agents_unloadable``, the
+    readiness probe, and in the store for the agents routes) and its new executions fail with
+    the reason, its suspensions wait; the others serve."""
     for loaded in graphs.load_all():
         await store.agent_versions.publish(loaded.version)
         metrics.AGENTS_UNLOADABLE.labels(loaded.spec.name).set(0)
         log.info("agent.loaded", agent=loaded.spec.name, fingerprint=loaded.fingerprint)
     for agent, reason in graphs.unloadable.items():
+        await store.agent_versions.report_unloadable(agent, reason)
         metrics.AGENTS_UNLOADABLE.labels(agent).set(1)
         log.error("agent.unloadable", agent=agent, reason=reason)
+
+
+def readiness_details(graphs: GraphCache | None) -> dict[str, object]:
+    """The agents this sandbox cannot load, for its readiness probe: it stays ready (the others
+    serve), and says which fail and why."""
+    if graphs is None or not graphs.unloadable:
+        return {}
+    return {"agents_unloadable": dict(graphs.unloadable)}
 
 
 def register(
@@ -118,6 +128,7 @@ class _LateSandbox:
 
     def __init__(self) -> None:
         self.sandbox: Sandbox | None = None
+        self.graphs: GraphCache | None = None
 
     async def on_dispatched(self, command: ExecutionDispatched) -> None:
         if self.sandbox is None:
@@ -157,7 +168,15 @@ def create_app(settings: SandboxSettings | None = None) -> FastStream:
         # On the store's own client: one pool, the same timeouts and command timing.
         checkpointer = AsyncMongoSaver(store.database)
         sandbox, graphs = build_sandbox(settings, store, publisher, checkpointer)
+        late.graphs = graphs
         await publish_agent_versions(graphs, store)
         late.sandbox = sandbox
 
-    return consumer_app(SERVICE, settings, bus, store, start=start)
+    return consumer_app(
+        SERVICE,
+        settings,
+        bus,
+        store,
+        start=start,
+        ready_details=lambda: readiness_details(late.graphs),
+    )

@@ -166,8 +166,8 @@ class Sandbox:
             case Failed(error_type=error_type, message=message):
                 failure = ExecutionFailure(error_type=error_type, message=message)
                 await self._report(command, ReportOutcome.FAILED, common, error=failure)
-            case Refused(message=message):
-                failure = ExecutionFailure(error_type="AgentVersionChanged", message=message)
+            case Refused(message=message, error_type=error_type):
+                failure = ExecutionFailure(error_type=error_type, message=message)
                 await self._report(command, ReportOutcome.REFUSED, common, error=failure)
 
     async def _report(

@@ -95,7 +95,11 @@ class Failed:
 
 @dataclass(frozen=True)
 class Refused:
+    """The run is not made, and the execution is suspended again to be answered later: the
+    agent's code changed under the suspension, or cannot be loaded here."""
+
     message: str
+    error_type: str = "AgentVersionChanged"
 
 
 RunOutcome = Suspended | Completed | Failed | Refused
@@ -162,6 +166,10 @@ class AgentRunner:
         try:
             agent = self._graphs.get(dispatch.agent)
         except AgentNotLoadable as exc:
+            if dispatch.kind is DispatchKind.RESUME:
+                # A broken release must not end the reviews waiting on it: the suspension is
+                # kept, and answered again once a release loads the agent.
+                return Refused(str(exc), "AgentNotLoadable"), None
             return Failed("AgentNotLoadable", str(exc)), None
         config = _run_config(dispatch, custom_headers)
         number, snapshot = await self._number_and_read(dispatch, agent, config)

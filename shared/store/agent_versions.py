@@ -1,4 +1,5 @@
-"""Which version of each agent the sandboxes run now, published by each sandbox at start-up.
+"""Which version of each agent the sandboxes run now, published by each sandbox at start-up,
+and which agents they cannot load (with why), for the agents routes and operators.
 
 The gateway reads it to refuse, synchronously and with both versions named, a decision that
 would resume a suspension under different agent code. (The orchestrator does not: the sandbox
@@ -17,9 +18,21 @@ from shared.domain.versions import AgentVersion
 
 
 class AgentVersions(Protocol):
-    async def publish(self, version: AgentVersion) -> None: ...
+    async def publish(self, version: AgentVersion) -> None:
+        """The version the sandboxes run now; clears a load error reported before (the agent
+        loads again)."""
+        ...
+
+    async def report_unloadable(self, agent: str, reason: str) -> None:
+        """The sandboxes cannot load ``agent``; the version published before is kept (its
+        suspensions still belong to it, and a fixed release resumes them)."""
+        ...
 
     async def get(self, agent: str) -> AgentVersion | None: ...
+
+    async def unloadable(self) -> dict[str, str]:
+        """Every agent the sandboxes last reported they cannot load, with why."""
+        ...
 
 
 class AgentVersionCheck:

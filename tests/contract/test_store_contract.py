@@ -257,6 +257,28 @@ async def test_an_agent_version_keeps_its_input_keys(store: Store) -> None:
     assert stored is not None and stored.input_keys is None
 
 
+async def test_an_unloadable_agent_is_reported_beside_its_version_until_it_loads_again(
+    store: Store,
+) -> None:
+    loaded = AgentVersion(agent="agent-fixed", fingerprint="fp-1", input_keys=["messages"])
+    await store.agent_versions.publish(loaded)
+    await store.agent_versions.report_unloadable("agent-fixed", "ImportError: no module 'x'")
+    await store.agent_versions.report_unloadable("agent-never", "SyntaxError: bad")
+    await store.agent_versions.report_unloadable("agent-never", "SyntaxError: worse")
+    assert await store.agent_versions.unloadable() == {
+        "agent-fixed": "ImportError: no module 'x'",
+        "agent-never": "SyntaxError: worse",
+    }
+    # The version loaded before stays: its suspensions are still its own.
+    assert await store.agent_versions.get("agent-fixed") == loaded
+    assert await store.agent_versions.get("agent-never") is None
+    # A release that loads it again clears the error.
+    await store.agent_versions.publish(loaded.model_copy(update={"fingerprint": "fp-2"}))
+    assert await store.agent_versions.unloadable() == {"agent-never": "SyntaxError: worse"}
+    stored = await store.agent_versions.get("agent-fixed")
+    assert stored is not None and stored.fingerprint == "fp-2"
+
+
 async def test_undelivered_before_lists_pending_requests_left_undelivered(store: Store) -> None:
     now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
     minute = timedelta(minutes=1)

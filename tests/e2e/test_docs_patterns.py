@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from langgraph_sdk import get_client
 
@@ -112,3 +113,21 @@ async def test_a_langgraph_project_runs_distributed_beside_a_broken_agent(
         with pytest.raises(Exception, match=r"AgentNotLoadable: .*this agent does not load"):
             await client.runs.wait(other["thread_id"], "broken", input={"x": 1})
         assert '"agent.unloadable"' in cluster.log_tail("sandbox", 400)
+        # Reported where clients and operators look: LangGraph's assistants, the native agents
+        # route, and the sandbox's readiness probe (still ready: the others serve).
+        assistants = {a["graph_id"]: a["metadata"] for a in await client.assistants.search()}
+        assert assistants["writer"] == {}
+        assert "this agent does not load" in str(assistants["broken"]["load_error"])
+        async with httpx.AsyncClient(base_url=cluster.base_url, timeout=10) as http:
+            listed = await http.get(
+                f"/api/v1/projects/{PROJECT}/agents",
+                params={"workspace_id": WORKSPACE},
+                headers={"X-API-Key": await cluster.key(PROJECT, email="reviewer@example.com")},
+            )
+            ready = await http.get(
+                f"http://127.0.0.1:{cluster.health_ports[('sandbox', 0)]}/readyz"
+            )
+        errors = {agent["name"]: agent["load_error"] for agent in listed.json()["items"]}
+        assert errors["writer"] is None and "this agent does not load" in errors["broken"]
+        assert ready.status_code == 200, ready.text
+        assert list(ready.json()["agents_unloadable"]) == ["broken"]

@@ -40,6 +40,22 @@ async def test_ready_when_every_check_passes_and_says_which_failed_otherwise() -
         }
 
 
+async def test_readiness_says_what_the_service_reports_beside_its_status() -> None:
+    """The sandbox stays ready with an agent it cannot load (the others serve) and says which."""
+    unloadable: dict[str, object] = {}
+    app = health_app({"kafka": ok}, details=lambda: unloadable)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://health") as client:
+        assert (await client.get("/readyz")).json() == {"status": "ready"}
+        unloadable["agents_unloadable"] = {"broken": "cannot import ./broken.py:graph"}
+        response = await client.get("/readyz")
+        assert response.status_code == 200
+        assert response.json() == {
+            "status": "ready",
+            "agents_unloadable": {"broken": "cannot import ./broken.py:graph"},
+        }
+
+
 async def test_debug_tasks_names_each_task_and_the_line_it_waits_on() -> None:
     gate = asyncio.Event()
 

@@ -306,6 +306,18 @@ async def test_interlock_dev_serves_a_langgraph_project_beside_a_broken_agent(
         assert failed["error"]["error_type"] == "AgentNotLoadable"
         assert "this agent does not load" in failed["error"]["message"]
 
+        # Reported where clients look: the agents route and LangGraph's assistants.
+        listed = (await dev.http.get(f"{API}/agents", params={"workspace_id": "default"})).json()
+        errors = {agent["name"]: agent["load_error"] for agent in listed["items"]}
+        assert errors["writer"] is None
+        assert "this agent does not load" in (errors["broken"] or "")
+        found = await dev.http.post(
+            "/langgraph/projects/demo/workspaces/default/assistants/search", json={}
+        )
+        metadata = {a["graph_id"]: a["metadata"] for a in found.json()}
+        assert metadata["writer"] == {}
+        assert "this agent does not load" in metadata["broken"]["load_error"]
+
 
 def test_a_module_agent_has_one_fingerprint_whichever_agents_file_registers_it(
     tmp_path: Path,

@@ -106,8 +106,14 @@ def registry_file(tmp_path: Path, extra: str) -> Path:
 def runner_for(
     tmp_path: Path, extra: str, store: InMemoryStore, saver: InMemorySaver | None = None
 ) -> AgentRunner:
+    return runner_on(registry_file(tmp_path, extra), store, saver)
+
+
+def runner_on(
+    agents_file: Path, store: InMemoryStore, saver: InMemorySaver | None = None
+) -> AgentRunner:
     graphs = GraphCache(
-        load_registry(registry_file(tmp_path, extra)),
+        load_registry(agents_file),
         GuardedSaver(saver or InMemorySaver(), max_checkpoint_bytes=1_000_000),
     )
     return AgentRunner(
@@ -176,6 +182,32 @@ async def test_resume_under_other_agent_code_is_refused_unless_declared_compatib
     assert isinstance(result, outcome), result
     if isinstance(result, Refused):
         assert "v1" in result.message and "v2" in result.message
+
+
+async def test_a_release_that_cannot_load_the_agent_refuses_its_resume_and_fails_its_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broken release must not end the reviews waiting on the agent: their resume is refused
+    (the orchestrator suspends again, to be answered once a release loads it); a new run of it
+    fails at once, with why."""
+    monkeypatch.setenv("INTERLOCK_AGENT_LEDGER", str(tmp_path / "ledger.jsonl"))
+    store = InMemoryStore()
+    saver = InMemorySaver()
+    (tmp_path / "v1").mkdir()
+    suspended, _ = await runner_for(tmp_path / "v1", "", store, saver).run(start())
+    assert isinstance(suspended, Suspended)
+    broken = tmp_path / "broken" / "agents.toml"
+    broken.parent.mkdir()
+    broken.write_text('[agents.refund-approval]\nfactory = "agents.no_such_module:build_graph"\n')
+    runner = runner_on(broken, store, saver)
+    refused, attempt = await runner.run(
+        resume(suspended.interrupts[0].interrupt_id, suspended.agent_fingerprint)
+    )
+    assert attempt is None
+    assert isinstance(refused, Refused) and refused.error_type == "AgentNotLoadable"
+    assert "agents.no_such_module" in refused.message
+    failed, _ = await runner.run(start())
+    assert isinstance(failed, Failed) and failed.error_type == "AgentNotLoadable"
 
 
 async def test_a_suspension_carries_the_graphs_state_values_as_json(tmp_path: Path) -> None:

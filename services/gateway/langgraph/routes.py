@@ -104,7 +104,9 @@ class StreamStart:
     modes: list[str]
 
 
-def assistant_body(spec: AgentSpec) -> dict[str, Any]:
+def assistant_body(spec: AgentSpec, load_error: str | None = None) -> dict[str, Any]:
+    """An agent as LangGraph's Assistant. One the sandboxes cannot load says why in its
+    metadata (LangGraph's server would not have started; here the others serve)."""
     return {
         "assistant_id": spec.name,
         "graph_id": spec.name,
@@ -112,7 +114,7 @@ def assistant_body(spec: AgentSpec) -> dict[str, Any]:
         "context": {},
         "created_at": STARTED,
         "updated_at": STARTED,
-        "metadata": {},
+        "metadata": {} if load_error is None else {"load_error": load_error},
         "version": 1,
         "name": spec.name,
         "description": spec.description or None,
@@ -140,8 +142,9 @@ def build_langgraph_router(
     ) -> list[dict[str, Any]]:
         """The registered agents as assistants (``graph_id`` and ``name`` filter)."""
         asked = json_object(raw, AssistantSearch, required=False)
+        errors = await service.agent_load_errors()
         found = [
-            assistant_body(spec)
+            assistant_body(spec, errors.get(spec.name))
             for spec in registry.all()
             if asked.graph_id in (None, spec.name) and asked.name in (None, spec.name)
         ]
@@ -159,7 +162,8 @@ def build_langgraph_router(
                 "Assistant not found",
                 f"no assistant {assistant_id!r}; registered: {', '.join(registry.names())}",
             )
-        return assistant_body(spec)
+        errors = await service.agent_load_errors()
+        return assistant_body(spec, errors.get(spec.name))
 
     @router.post(
         f"{PREFIX}/threads", tags=TAGS, openapi_extra=json_body(ThreadCreate, required=False)

@@ -78,6 +78,9 @@ class LangGraphService:
         self._feed = feed
         self.bounds = bounds
 
+    async def agent_load_errors(self) -> dict[str, str]:
+        return await self._intake.agent_load_errors()
+
     # --- threads --------------------------------------------------------------------------
 
     async def create_thread(

@@ -8,9 +8,17 @@ from shared.domain.versions import AgentVersion
 class InMemoryAgentVersions:
     def __init__(self) -> None:
         self._versions: dict[str, AgentVersion] = {}
+        self._load_errors: dict[str, str] = {}
 
     async def publish(self, version: AgentVersion) -> None:
         self._versions[version.agent] = version
+        self._load_errors.pop(version.agent, None)
+
+    async def report_unloadable(self, agent: str, reason: str) -> None:
+        self._load_errors[agent] = reason
 
     async def get(self, agent: str) -> AgentVersion | None:
         return self._versions.get(agent)
+
+    async def unloadable(self) -> dict[str, str]:
+        return dict(self._load_errors)

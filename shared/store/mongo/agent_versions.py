@@ -18,6 +18,7 @@ class MongoAgentVersions:
     async def publish(self, version: AgentVersion) -> None:
         # Last writer wins: replicas of one deployment publish the same thing; during a rolling
         # deploy the newest code is what future resumes will run on.
+        # The whole document is replaced, so a load error reported before goes with it.
         document = {**version.model_dump(), "published_at": utc_now()}
         try:
             await self._collection.replace_one({"_id": version.agent}, document, upsert=True)
@@ -26,10 +27,22 @@ class MongoAgentVersions:
             # loser retries, now as an update (MongoDB documents this retry for upserts).
             await self._collection.replace_one({"_id": version.agent}, document, upsert=True)
 
+    async def report_unloadable(self, agent: str, reason: str) -> None:
+        # Set beside the version, which stays: one command, and no collection (nor grant) more.
+        change = {"$set": {"load_error": reason, "load_error_at": utc_now()}}
+        try:
+            await self._collection.update_one({"_id": agent}, change, upsert=True)
+        except DuplicateKeyError:  # as in publish
+            await self._collection.update_one({"_id": agent}, change, upsert=True)
+
     async def get(self, agent: str) -> AgentVersion | None:
         document = await self._collection.find_one({"_id": agent})
-        if document is None:
-            return None
+        if document is None or "fingerprint" not in document:
+            return None  # none, or only a load error: no version of it ever loaded
         # Only the fields stored: one published before a field existed reads with its default.
         fields = {k: document[k] for k in AgentVersion.model_fields if k in document}
         return AgentVersion.model_validate(fields)
+
+    async def unloadable(self) -> dict[str, str]:
+        found = self._collection.find({"load_error": {"$exists": True}}, {"load_error": 1})
+        return {document["_id"]: document["load_error"] async for document in found}

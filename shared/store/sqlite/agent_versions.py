@@ -12,6 +12,11 @@ CREATE TABLE IF NOT EXISTS agent_versions (
     body TEXT NOT NULL,
     published_at TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS agent_load_errors (
+    agent TEXT PRIMARY KEY,
+    reason TEXT NOT NULL,
+    reported_at TEXT NOT NULL
+);
 """
 
 
@@ -28,7 +33,22 @@ class SqliteAgentVersions:
             " body = excluded.body, published_at = excluded.published_at",
             (version.agent, version.model_dump_json(), utc_now().isoformat()),
         )
+        await self._db.execute("DELETE FROM agent_load_errors WHERE agent = ?", (version.agent,))
+
+    async def report_unloadable(self, agent: str, reason: str) -> None:
+        # A table of its own (not a column): a database made by an older release gains it
+        # with CREATE TABLE IF NOT EXISTS, and the version row is kept as it was.
+        await self._db.execute(
+            "INSERT INTO agent_load_errors (agent, reason, reported_at) VALUES (?, ?, ?)"
+            " ON CONFLICT (agent) DO UPDATE SET"
+            " reason = excluded.reason, reported_at = excluded.reported_at",
+            (agent, reason, utc_now().isoformat()),
+        )
 
     async def get(self, agent: str) -> AgentVersion | None:
         row = await self._db.fetch_one("SELECT body FROM agent_versions WHERE agent = ?", (agent,))
         return AgentVersion.model_validate_json(row["body"]) if row is not None else None
+
+    async def unloadable(self) -> dict[str, str]:
+        rows = await self._db.fetch_all("SELECT agent, reason FROM agent_load_errors")
+        return {row["agent"]: row["reason"] for row in rows}
