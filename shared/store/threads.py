@@ -1,12 +1,18 @@
 """Threads of the LangGraph Agent Server compatible API: a durable conversation, by id.
 
-A thread's run is an execution whose id is derived from the thread's, so the record only has to
-exist and be listed. Thread ids are unique per workspace, not globally (callers choose them), so
-every adapter keys a thread by (project, workspace, thread) and creating one is an insert under
+A thread is a conversation of runs ("turns"), each an execution whose id is derived from the
+thread's, so the record only has to exist, be listed, and hint how many turns it has started
+(``turns``). Thread ids are unique per workspace, not globally (callers choose them), so every
+adapter keys a thread by (project, workspace, thread) and creating one is an insert under
 that key: the one atomic write every server has, so of concurrent creates of one id exactly one
 creates. Every read names the workspace: a thread of another workspace is never returned, and
 its id is as free here as one never used (nothing tells that it exists). ``metadata`` is the
 caller's data: adapters keep it as JSON text, never as document keys.
+
+``turns`` is kept apart from the rest of the record (its own field, column or table), so a
+metadata update and a turn note never write the same value: neither can undo the other (except
+on FerretDB, which writes back a whole document per update: shared/store/mongo/threads.py). A
+deleted thread takes its turns with it, so one created again under its id starts at 0.
 
 The previous release keyed threads by (project, thread). Each adapter adopts such records when
 it creates its schema (``ensure_indexes``, at every start-up): a record is read under the
@@ -31,13 +37,17 @@ class ThreadRecord(BaseModel):
     thread_id: str
     created_at: AwareDatetime = Field(default_factory=utc_now)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    turns: int = Field(default=0, ge=0)
+    """How many turns the thread is known to have started: a hint, which may trail (never lead)
+    the executions, the truth. Readers probe the turns after it."""
 
 
 class ThreadStore(Protocol):
     async def create(self, thread: ThreadRecord) -> tuple[ThreadRecord, bool]:
         """Insert unless the workspace has a thread with this id; return the stored thread (the
-        first one, whatever this one's metadata) and whether it was created now. Another
-        workspace's thread of the same id is another thread."""
+        first one, whatever this one's metadata, with its turns as noted) and whether it was
+        created now. Another workspace's thread of the same id is another thread. The record's
+        ``turns`` (normally 0) is the new thread's first hint."""
         ...
 
     async def get(self, project_id: str, workspace_id: str, thread_id: str) -> ThreadRecord | None:
@@ -49,6 +59,30 @@ class ThreadStore(Protocol):
     ) -> dict[str, ThreadRecord]:
         """The workspace's threads among ``thread_ids``, by id, in one query; missing ids (and
         other workspaces' threads) are left out."""
+        ...
+
+    async def note_turn(
+        self, project_id: str, workspace_id: str, thread_id: str, turn: int
+    ) -> None:
+        """Record that the thread has started turn ``turn``: the thread's ``turns`` becomes at
+        least ``turn``. A hint: readers probe the turns after it (the executions are the truth),
+        so under concurrent writers it may trail, never lead; a thread that does not exist is
+        left alone."""
+        ...
+
+    async def set_metadata(
+        self, project_id: str, workspace_id: str, thread_id: str, metadata: dict[str, Any]
+    ) -> ThreadRecord | None:
+        """Replace the thread's metadata with ``metadata`` (the caller merges) and return the
+        updated thread; None when the workspace has no such thread. Of concurrent updates the
+        last writer wins, so of two callers merging at once one's keys may be dropped: there is
+        no compare-and-set, which FerretDB 1.x could not make atomic anyway (see
+        shared/store/mongo/executions.py). ``turns`` and ``created_at`` are kept."""
+        ...
+
+    async def delete(self, project_id: str, workspace_id: str, thread_id: str) -> bool:
+        """Remove the workspace's thread and its turns hint; whether it existed. Its executions
+        are not this store's: the caller decides what becomes of them."""
         ...
 
     # Last of the methods: below it, ``list`` in the class body names it, not the builtin.
@@ -80,6 +114,18 @@ def created_key(thread: ThreadRecord) -> str:
 def list_key(thread: ThreadRecord) -> tuple[str, str]:
     """Where a thread sorts in ``list`` (descending): its creation time, then its id."""
     return created_key(thread), thread.thread_id
+
+
+def body_json(thread: ThreadRecord) -> str:
+    """The record as the JSON text adapters store, without ``turns``: that is kept beside it,
+    where a write of the text (a metadata update) cannot take it back."""
+    return thread.model_dump_json(exclude={"turns"})
+
+
+def check_turn(turn: int) -> None:
+    # A negative turn is a caller's bug; noted, it would be a row or field that means nothing.
+    if turn < 0:
+        raise ValueError(f"a turn cannot be negative: {turn}")
 
 
 def check_page(limit: int, offset: int) -> None:

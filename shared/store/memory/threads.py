@@ -1,41 +1,75 @@
-"""In-memory adapter of shared/store/threads.py."""
+"""In-memory adapter of shared/store/threads.py.
+
+The turns hints are a dict of their own beside the records, as the other adapters keep them
+apart: a record replaced by a metadata update carries no turns that could undo a note."""
 
 from __future__ import annotations
 
-from shared.store.threads import ThreadRecord, check_page, list_key
+import copy
+from typing import Any
+
+from shared.store.threads import ThreadRecord, check_page, check_turn, list_key
+
+Key = tuple[str, str, str]
 
 
 class InMemoryThreads:
     def __init__(self) -> None:
-        self._threads: dict[tuple[str, str, str], ThreadRecord] = {}
+        self._threads: dict[Key, ThreadRecord] = {}
+        self._turns: dict[Key, int] = {}
 
     async def create(self, thread: ThreadRecord) -> tuple[ThreadRecord, bool]:
         key = (thread.project_id, thread.workspace_id, thread.thread_id)
         if key in self._threads:
-            return self._threads[key], False
+            return self._read(key), False
         self._threads[key] = thread
+        self._turns[key] = thread.turns
         return thread, True
 
     async def get(self, project_id: str, workspace_id: str, thread_id: str) -> ThreadRecord | None:
-        return self._threads.get((project_id, workspace_id, thread_id))
+        key = (project_id, workspace_id, thread_id)
+        return self._read(key) if key in self._threads else None
 
     async def get_many(
         self, project_id: str, workspace_id: str, thread_ids: list[str]
     ) -> dict[str, ThreadRecord]:
-        found = (self._threads.get((project_id, workspace_id, t)) for t in thread_ids)
-        return {t.thread_id: t for t in found if t is not None}
+        keys = [(project_id, workspace_id, t) for t in thread_ids]
+        return {key[2]: self._read(key) for key in keys if key in self._threads}
+
+    async def note_turn(
+        self, project_id: str, workspace_id: str, thread_id: str, turn: int
+    ) -> None:
+        check_turn(turn)
+        key = (project_id, workspace_id, thread_id)
+        if key in self._threads:
+            self._turns[key] = max(self._turns.get(key, 0), turn)
+
+    async def set_metadata(
+        self, project_id: str, workspace_id: str, thread_id: str, metadata: dict[str, Any]
+    ) -> ThreadRecord | None:
+        key = (project_id, workspace_id, thread_id)
+        stored = self._threads.get(key)
+        if stored is None:
+            return None
+        # A copy, as the other adapters store JSON: the caller's dict changed later changes nothing.
+        self._threads[key] = stored.model_copy(update={"metadata": copy.deepcopy(metadata)})
+        return self._read(key)
+
+    async def delete(self, project_id: str, workspace_id: str, thread_id: str) -> bool:
+        key = (project_id, workspace_id, thread_id)
+        self._turns.pop(key, None)
+        return self._threads.pop(key, None) is not None
 
     async def list(
         self, project_id: str, workspace_id: str, *, limit: int, offset: int = 0
     ) -> list[ThreadRecord]:
         check_page(limit, offset)
         matching = sorted(
-            (
-                t
-                for t in self._threads.values()
-                if t.project_id == project_id and t.workspace_id == workspace_id
-            ),
-            key=list_key,
+            (key for key in self._threads if key[0] == project_id and key[1] == workspace_id),
+            key=lambda key: list_key(self._threads[key]),
             reverse=True,
         )
-        return matching[offset : offset + limit]
+        return [self._read(key) for key in matching[offset : offset + limit]]
+
+    def _read(self, key: Key) -> ThreadRecord:
+        return self._threads[key].model_copy(update={"turns": self._turns.get(key, 0)})

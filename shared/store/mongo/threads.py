@@ -7,6 +7,13 @@ keys (FerretDB rejects keys with ``.`` or a leading ``$``). The creation time is
 ``created_key``, text that sorts like the time, at full precision (a BSON date would keep
 milliseconds).
 
+The turns hint is the top-level field ``turns``, beside ``body`` (whose JSON leaves it out): a
+note is a ``$max`` of it, a metadata update a ``$set`` of ``body``, and neither names the other's
+field, so on MongoDB neither can undo the other. FerretDB 1.x writes a whole document back on
+every update, so there a note racing a metadata update may undo it (see ``note_turn``). Both are
+updates of one document by ``_id``, without upsert, so a thread that does not exist stays so.
+Documents written before the field existed read as 0.
+
 ``list`` and ``get_many`` filter on ``project_id`` and ``workspace_id``, the index's leading
 fields: FerretDB 1.x (as ``infra/`` patches it) reads the workspace's threads through the index
 and sorts them itself.
@@ -27,11 +34,19 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from pymongo import DESCENDING
+from pymongo import DESCENDING, ReturnDocument
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import DuplicateKeyError
 
-from shared.store.threads import ThreadRecord, check_page, created_key, thread_key
+from shared.store.errors import StoreUnavailable
+from shared.store.threads import (
+    ThreadRecord,
+    body_json,
+    check_page,
+    check_turn,
+    created_key,
+    thread_key,
+)
 
 SCHEMA_VERSION = 2
 """2: keyed by (project, workspace, thread). 1: by (project, thread), the previous release."""
@@ -47,12 +62,15 @@ def _document(thread: ThreadRecord) -> Document:
         "workspace_id": thread.workspace_id,
         "thread_id": thread.thread_id,
         "created_key": created_key(thread),
-        "body": thread.model_dump_json(),
+        "body": body_json(thread),
+        "turns": thread.turns,
     }
 
 
 def _thread(document: Document) -> ThreadRecord:
-    return ThreadRecord.model_validate_json(document["body"])
+    # The previous release's documents, and this one's from before turns, have no field.
+    record = ThreadRecord.model_validate_json(document["body"])
+    return record.model_copy(update={"turns": document.get("turns", 0)})
 
 
 class MongoThreads:
@@ -90,14 +108,19 @@ class MongoThreads:
 
     async def create(self, thread: ThreadRecord) -> tuple[ThreadRecord, bool]:
         document = _document(thread)
-        try:
-            await self._collection.insert_one(document)
-        except DuplicateKeyError:
-            stored = await self._collection.find_one({"_id": document["_id"]})
-            if stored is None:  # threads are never deleted: a bug, not a race
-                raise
-            return _thread(stored), False
-        return thread, True
+        # Twice at most: a delete between this insert's conflict and the read frees the id, and
+        # the create then creates (a create after the delete). Deleted a second time in that
+        # window, the id is being fought over: the caller is told to retry.
+        for _ in range(2):
+            try:
+                await self._collection.insert_one(dict(document))
+            except DuplicateKeyError:
+                stored = await self._collection.find_one({"_id": document["_id"]})
+                if stored is not None:
+                    return _thread(stored), False
+                continue
+            return thread, True
+        raise StoreUnavailable(f"the thread {thread.thread_id!r} was deleted during its create")
 
     async def get(self, project_id: str, workspace_id: str, thread_id: str) -> ThreadRecord | None:
         key = thread_key(project_id, workspace_id, thread_id)
@@ -117,6 +140,51 @@ class MongoThreads:
         )
         threads = [_thread(d) async for d in found]
         return {t.thread_id: t for t in threads}
+
+    async def note_turn(
+        self, project_id: str, workspace_id: str, thread_id: str, turn: int
+    ) -> None:
+        check_turn(turn)
+        # FerretDB 1.x applies an update by reading the document and writing all of it back, not
+        # atomically: of concurrent notes one may lose another's greater turn, so the hint
+        # trails, as hints may (it never holds a turn nobody noted, so it never leads). That
+        # write-back can also undo a concurrent metadata update (measured: most of 50 contended
+        # rounds), which MongoDB's per-document atomic updates never do. The filter keeps a note
+        # of a turn already noted from writing at all, which leaves that race to the first note
+        # of each turn; ``$not`` also matches a document from before the field existed.
+        await self._collection.update_one(
+            {
+                "_id": thread_key(project_id, workspace_id, thread_id),
+                "turns": {"$not": {"$gte": turn}},
+            },
+            {"$max": {"turns": turn}},
+        )
+
+    async def set_metadata(
+        self, project_id: str, workspace_id: str, thread_id: str, metadata: dict[str, Any]
+    ) -> ThreadRecord | None:
+        key = thread_key(project_id, workspace_id, thread_id)
+        stored = await self._collection.find_one({"_id": key})
+        if stored is None:
+            return None
+        # The rest of the record never changes, so the body read is the body to update; the
+        # filter on its creation time leaves alone a thread deleted and created again meanwhile.
+        # Of concurrent updates the last writer wins. ``turns`` is not written: it is the field's.
+        updated = _thread(stored).model_copy(update={"metadata": metadata})
+        document = await self._collection.find_one_and_update(
+            {"_id": key, "created_key": stored["created_key"]},
+            {"$set": {"body": body_json(updated)}},
+            return_document=ReturnDocument.AFTER,
+        )
+        return _thread(document) if document is not None else None
+
+    async def delete(self, project_id: str, workspace_id: str, thread_id: str) -> bool:
+        # The hint is a field of the document: it goes with it. A version 1 original of the
+        # thread stays, marked adopted, for the previous release's gateways: never adopted again.
+        deleted = await self._collection.delete_one(
+            {"_id": thread_key(project_id, workspace_id, thread_id)}
+        )
+        return deleted.deleted_count > 0
 
     async def list(
         self, project_id: str, workspace_id: str, *, limit: int, offset: int = 0

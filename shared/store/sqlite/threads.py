@@ -4,6 +4,14 @@ once, in ``workspace_threads``.
 Listing a workspace is a range of ``workspace_threads_listed``, read backwards: its columns are
 the filter's, then the order's.
 
+The turns hints are rows of ``workspace_thread_turns``, under the thread's key, joined on every
+read (each read stays one query). A table of their own rather than a column: ``CREATE TABLE IF
+NOT EXISTS`` adds no column to the table of an existing database, and a note never writes the
+thread's row, nor a metadata update the hint, so neither can lose the other's write. A note is one
+upsert that keeps the greater value and inserts nothing for a thread that does not exist; a
+trigger deletes the hint with its thread, in the same statement, so a thread created again under
+the id starts at 0.
+
 The previous release's table, ``threads``, was keyed by (project, thread). The schema script moves
 its rows into ``workspace_threads`` under the workspace each was created in, at every start-up
 (the one process of ``interlock dev`` runs it before it serves): an insert that skips what is
@@ -14,9 +22,14 @@ emptied table is kept for the script to read from.
 from __future__ import annotations
 
 import json
+import sqlite3
+from typing import Any
 
+import pydantic_core
+
+from shared.store.errors import StoreUnavailable
 from shared.store.sqlite.database import Database
-from shared.store.threads import ThreadRecord, check_page, created_key
+from shared.store.threads import ThreadRecord, body_json, check_page, check_turn, created_key
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS workspace_threads (
@@ -42,7 +55,29 @@ INSERT OR IGNORE INTO workspace_threads
     SELECT project_id, workspace_id, thread_id, created_key, body FROM threads;
 DELETE FROM threads;
 DROP INDEX IF EXISTS threads_by_workspace;
+CREATE TABLE IF NOT EXISTS workspace_thread_turns (
+    project_id TEXT NOT NULL,
+    workspace_id TEXT NOT NULL,
+    thread_id TEXT NOT NULL,
+    turns INTEGER NOT NULL,
+    PRIMARY KEY (project_id, workspace_id, thread_id)
+);
+CREATE TRIGGER IF NOT EXISTS workspace_thread_deleted AFTER DELETE ON workspace_threads
+BEGIN
+    DELETE FROM workspace_thread_turns WHERE project_id = OLD.project_id
+        AND workspace_id = OLD.workspace_id AND thread_id = OLD.thread_id;
+END;
 """
+
+SELECTED = (
+    "SELECT t.body, COALESCE(n.turns, 0) AS turns FROM workspace_threads AS t"
+    " LEFT JOIN workspace_thread_turns AS n USING (project_id, workspace_id, thread_id)"
+)
+"""A thread with its turns hint (0 before the first note)."""
+
+
+def _thread(row: sqlite3.Row) -> ThreadRecord:
+    return ThreadRecord.model_validate_json(row["body"]).model_copy(update={"turns": row["turns"]})
 
 
 class SqliteThreads:
@@ -50,52 +85,100 @@ class SqliteThreads:
         self._db = database
 
     async def create(self, thread: ThreadRecord) -> tuple[ThreadRecord, bool]:
-        inserted = await self._db.execute(
-            "INSERT INTO workspace_threads"
-            " (project_id, workspace_id, thread_id, created_key, body)"
-            " VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            (
-                thread.project_id,
-                thread.workspace_id,
-                thread.thread_id,
-                created_key(thread),
-                thread.model_dump_json(),
-            ),
-        )
-        if inserted:
-            return thread, True
-        stored = await self.get(thread.project_id, thread.workspace_id, thread.thread_id)
-        if stored is None:  # threads are never deleted: a bug, not a race
-            raise RuntimeError(f"the thread {thread.thread_id!r} vanished after a conflict")
-        return stored, False
+        # Twice at most: a delete between this insert's conflict and the read frees the id, and
+        # the create then creates (a create after the delete). Deleted a second time in that
+        # window, the id is being fought over: the caller is told to retry.
+        for _ in range(2):
+            inserted = await self._db.execute(
+                "INSERT INTO workspace_threads"
+                " (project_id, workspace_id, thread_id, created_key, body)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (
+                    thread.project_id,
+                    thread.workspace_id,
+                    thread.thread_id,
+                    created_key(thread),
+                    body_json(thread),
+                ),
+            )
+            if inserted:
+                if thread.turns:
+                    # A second statement: cut off before it, the hint trails, as hints may.
+                    await self.note_turn(
+                        thread.project_id, thread.workspace_id, thread.thread_id, thread.turns
+                    )
+                return thread, True
+            stored = await self.get(thread.project_id, thread.workspace_id, thread.thread_id)
+            if stored is not None:
+                return stored, False
+        raise StoreUnavailable(f"the thread {thread.thread_id!r} was deleted during its create")
 
     async def get(self, project_id: str, workspace_id: str, thread_id: str) -> ThreadRecord | None:
         row = await self._db.fetch_one(
-            "SELECT body FROM workspace_threads"
-            " WHERE project_id = ? AND workspace_id = ? AND thread_id = ?",
+            f"{SELECTED} WHERE t.project_id = ? AND t.workspace_id = ? AND t.thread_id = ?",
             (project_id, workspace_id, thread_id),
         )
-        return ThreadRecord.model_validate_json(row["body"]) if row is not None else None
+        return _thread(row) if row is not None else None
 
     async def get_many(
         self, project_id: str, workspace_id: str, thread_ids: list[str]
     ) -> dict[str, ThreadRecord]:
         # The ids as one JSON parameter: however many there are, no limit on bound variables.
         rows = await self._db.fetch_all(
-            "SELECT body FROM workspace_threads WHERE project_id = ? AND workspace_id = ?"
-            " AND thread_id IN (SELECT value FROM json_each(?))",
+            f"{SELECTED} WHERE t.project_id = ? AND t.workspace_id = ?"
+            " AND t.thread_id IN (SELECT value FROM json_each(?))",
             (project_id, workspace_id, json.dumps(thread_ids)),
         )
-        found = (ThreadRecord.model_validate_json(row["body"]) for row in rows)
+        found = (_thread(row) for row in rows)
         return {t.thread_id: t for t in found}
+
+    async def note_turn(
+        self, project_id: str, workspace_id: str, thread_id: str, turn: int
+    ) -> None:
+        check_turn(turn)
+        # The thread's row is the source of the inserted one: no thread, nothing noted. (The
+        # WHERE also tells SQLite's parser that ON CONFLICT is the upsert's, not a join's.)
+        await self._db.execute(
+            "INSERT INTO workspace_thread_turns (project_id, workspace_id, thread_id, turns)"
+            " SELECT project_id, workspace_id, thread_id, ? FROM workspace_threads"
+            " WHERE project_id = ? AND workspace_id = ? AND thread_id = ?"
+            " ON CONFLICT (project_id, workspace_id, thread_id)"
+            " DO UPDATE SET turns = MAX(turns, excluded.turns)",
+            (turn, project_id, workspace_id, thread_id),
+        )
+
+    async def set_metadata(
+        self, project_id: str, workspace_id: str, thread_id: str, metadata: dict[str, Any]
+    ) -> ThreadRecord | None:
+        # One statement, writing the metadata only: the rest of the record stays as created, and
+        # of concurrent updates the last one wins whole. The JSON as pydantic writes the record.
+        row = await self._db.fetch_one(
+            "UPDATE workspace_threads SET body = json_set(body, '$.metadata', json(?))"
+            " WHERE project_id = ? AND workspace_id = ? AND thread_id = ?"
+            " RETURNING body, COALESCE((SELECT n.turns FROM workspace_thread_turns AS n"
+            " WHERE n.project_id = workspace_threads.project_id"
+            " AND n.workspace_id = workspace_threads.workspace_id"
+            " AND n.thread_id = workspace_threads.thread_id), 0) AS turns",
+            (pydantic_core.to_json(metadata).decode(), project_id, workspace_id, thread_id),
+        )
+        return _thread(row) if row is not None else None
+
+    async def delete(self, project_id: str, workspace_id: str, thread_id: str) -> bool:
+        # The trigger takes the turns hint in the same statement.
+        deleted = await self._db.execute(
+            "DELETE FROM workspace_threads"
+            " WHERE project_id = ? AND workspace_id = ? AND thread_id = ?",
+            (project_id, workspace_id, thread_id),
+        )
+        return deleted > 0
 
     async def list(
         self, project_id: str, workspace_id: str, *, limit: int, offset: int = 0
     ) -> list[ThreadRecord]:
         check_page(limit, offset)
         rows = await self._db.fetch_all(
-            "SELECT body FROM workspace_threads WHERE project_id = ? AND workspace_id = ?"
-            " ORDER BY created_key DESC, thread_id DESC LIMIT ? OFFSET ?",
+            f"{SELECTED} WHERE t.project_id = ? AND t.workspace_id = ?"
+            " ORDER BY t.created_key DESC, t.thread_id DESC LIMIT ? OFFSET ?",
             (project_id, workspace_id, limit, offset),
         )
-        return [ThreadRecord.model_validate_json(row["body"]) for row in rows]
+        return [_thread(row) for row in rows]
