@@ -87,9 +87,32 @@ class ChatMessage(BaseModel):
     content: str = Field(max_length=100_000)
 
 
+BusyThreadPolicy = Literal["reject", "enqueue", "interrupt", "rollback"]
+"""What a new run does when its thread is busy (LangGraph's ``multitask_strategy``)."""
+
+
+class ThreadTurn(BaseModel):
+    """Where an execution stands in a conversation (a thread): which turn it is, the turn that
+    must end before it starts, and the checkpoint it starts from (shared/domain/threads.py)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    thread_id: Identifier
+    turn: int = Field(ge=1)
+    after: str | None = Field(default=None, max_length=100)
+    """The execution of the turn before: this one is dispatched only once that one ended."""
+    base: str | None = Field(default=None, max_length=100)
+    """The execution whose checkpoint this turn starts from (None: the graph's empty state)."""
+    base_checkpoint_id: str | None = Field(default=None, max_length=256)
+    """A given checkpoint of ``base`` (a fork); None: its latest."""
+    policy: BusyThreadPolicy = "enqueue"
+    request_id: str = Field(default_factory=new_id, min_length=1, max_length=100)
+    """Tells two requests of one text apart: each is a turn of its own."""
+
+
 class AgentInput(BaseModel):
     """What an execution starts with: one message, a conversation, or the graph's input state
-    as LangGraph takes it."""
+    as LangGraph takes it; on a thread, also where the conversation stands (``turn``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
@@ -98,6 +121,9 @@ class AgentInput(BaseModel):
     state: dict[str, JsonValue] | None = Field(default=None, exclude_if=lambda v: v is None)
     """The graph's input, any keys (``graph.invoke({...})``); its ``messages`` in LangChain's
     serialized form (shared/graph_input.py)."""
+    turn: ThreadTurn | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The turn of a thread this input is; None for a one-off execution. Left out when None, so
+    one-off executions read as before."""
 
     @model_validator(mode="after")
     def _exactly_one(self) -> AgentInput:

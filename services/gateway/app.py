@@ -19,6 +19,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 
 from services.gateway.action_links import install_action_links
 from services.gateway.auth import GatewayKeys, request_key_id, warn_if_development_key_present
+from services.gateway.conversations import Conversations
 from services.gateway.cursors import PageCursors
 from services.gateway.feed import ExecutionFeed
 from services.gateway.http_metrics import HttpMetricsMiddleware
@@ -299,7 +300,9 @@ def install_routes(
         ),
     )
     cursors = PageCursors(settings.keyring)
-    app.include_router(build_router(intake, registry, keys, cursors))
+    # Sessions of the native API and LangGraph threads are one thing: one reader of their turns.
+    conversations = Conversations(intake, store)
+    app.include_router(build_router(intake, registry, keys, cursors, conversations, store))
     # One cap per key, one key re-check and one lifetime for every request held open: the
     # execution streams and the LangGraph API's waits, joins and streams alike.
     bounds = StreamBounds(
@@ -313,7 +316,7 @@ def install_routes(
     install_stream(app, intake, keys, feed, bounds)
     app.include_router(build_notifications_router(store.notifications, keys, cursors))
     # langgraph-sdk's client speaks to this one (services/gateway/langgraph/).
-    langgraph = LangGraphService(intake, store, feed, bounds)
+    langgraph = LangGraphService(intake, store, feed, bounds, conversations)
     app.include_router(build_langgraph_router(langgraph, registry, keys))
     # In development the review page offers the development key's project (never the key).
     dev_sign_in = SignInDefaults(DEV_PROJECT) if settings.environment == "development" else None

@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import hashlib
 import json
-import uuid
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
@@ -40,6 +39,7 @@ from shared.domain.cancellation import check_cancellable
 from shared.domain.execution import Execution, ExecutionStatus, new_pending_execution
 from shared.domain.judging import approval_of, approvals_required, approving, check_may_decide
 from shared.domain.principals import Reviewer
+from shared.domain.threads import execution_id_for
 from shared.events import (
     AgentInput,
     CancelRequested,
@@ -57,14 +57,6 @@ from shared.store.progress import ProgressEntry
 from shared.topics import Topics
 
 log = structlog.get_logger(__name__)
-
-IDEMPOTENCY_NAMESPACE = uuid.UUID("6f1c9a52-4a8e-4d0b-9a57-3c1f4e2b7d10")
-
-
-def execution_id_for(project_id: str, workspace_id: str, idempotency_key: str | None) -> str:
-    if idempotency_key is None:
-        return str(uuid.uuid4())
-    return str(uuid.uuid5(IDEMPOTENCY_NAMESPACE, f"{project_id}/{workspace_id}/{idempotency_key}"))
 
 
 def fingerprint(agent: str, agent_input: AgentInput) -> str:

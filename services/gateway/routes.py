@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends
 
 from services.gateway.auth import ANY_ROLE, access
 from services.gateway.bodies import api_router
+from services.gateway.conversations import Conversations
 from services.gateway.cursors import PageCursors
 from services.gateway.executions import cancel_router, executions_router
 from services.gateway.intake import Intake
@@ -15,17 +16,25 @@ from services.gateway.invoke import invoke_router
 from services.gateway.openapi import API, ProjectPath, WorkspaceQuery
 from services.gateway.resume import resume_router
 from services.gateway.schemas import AgentList, AgentView
+from services.gateway.sessions import sessions_router
 from shared.agents import AgentRegistry
 from shared.store.api_keys import ApiKey, ApiKeys
+from shared.store.ports import Store
 
 
 def build_router(
-    intake: Intake, registry: AgentRegistry, keys: ApiKeys, cursors: PageCursors
+    intake: Intake,
+    registry: AgentRegistry,
+    keys: ApiKeys,
+    cursors: PageCursors,
+    conversations: Conversations,
+    store: Store,
 ) -> APIRouter:
     """The API's routes (streams and notifications have routers of their own)."""
     router = APIRouter()
     router.include_router(agents_router(intake, registry, keys))
-    router.include_router(invoke_router(intake, keys))
+    router.include_router(invoke_router(intake, keys, conversations, store))
+    router.include_router(sessions_router(conversations, store, keys))
     router.include_router(executions_router(intake, keys, cursors))
     router.include_router(resume_router(intake, keys))
     router.include_router(cancel_router(intake, keys))

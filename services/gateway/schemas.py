@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from services.gateway.problems import refusal
 from shared.domain.execution import AuditEntry, ExecutionStatus
-from shared.events import ActionDecision, AgentInput, ChatMessage, Identifier
+from shared.events import ActionDecision, AgentInput, BusyThreadPolicy, ChatMessage, Identifier
 from shared.graph_input import InputError, graph_state
 from shared.views import ApprovalView, DecisionView, ExecutionView
 
@@ -47,6 +48,22 @@ class InvokeRequest(BaseModel):
         ),
     )
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=256)
+    session_id: Identifier | None = Field(
+        default=None,
+        description=(
+            "The conversation this message continues (a LangGraph thread): the agent sees the"
+            " session's earlier turns. A new id starts a session. Or the ``X-Session-ID``"
+            " header."
+        ),
+    )
+    multitask_strategy: BusyThreadPolicy | None = Field(
+        default=None,
+        description=(
+            "What a message does when its session is busy (running, or waiting for a review):"
+            " ``enqueue`` (the default) runs after it, ``interrupt`` cancels it and runs on its"
+            " state, ``rollback`` cancels it and runs as if it never had, ``reject`` is a 409."
+        ),
+    )
 
     @model_validator(mode="after")
     def _one_input(self) -> InvokeRequest:
@@ -87,6 +104,25 @@ class InvokeAccepted(BaseModel):
     status: ExecutionStatus
     agent: str
     links: dict[str, str]
+    session_id: str | None = None
+    """The session the execution is a turn of (also the ``X-Session-ID`` response header)."""
+    turn: int | None = None
+
+
+class SessionTurn(BaseModel):
+    turn: int
+    execution_id: str
+    status: ExecutionStatus
+    created_at: datetime
+
+
+class SessionView(BaseModel):
+    """A session (a LangGraph thread) and its turns, newest first."""
+
+    session_id: str
+    created_at: datetime
+    metadata: dict[str, Any]
+    turns: list[SessionTurn]
 
 
 class ResumeRequest(BaseModel):

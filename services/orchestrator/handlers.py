@@ -33,9 +33,17 @@ from shared.agents import AgentRegistry
 from shared.bus import EventPublisher, Outgoing, carried_headers, publish_in_order
 from shared.domain.deadlines import DeadlineKind
 from shared.domain.decisions import DecisionError
-from shared.domain.execution import AuditEntry, Execution, new_pending_execution
+from shared.domain.execution import (
+    AuditEntry,
+    Execution,
+    ExecutionStatus,
+    new_pending_execution,
+    request_of,
+)
+from shared.domain.threads import MAX_TURN_PROBES, has_run, turn_execution_id
 from shared.errors import ConcurrencyConflict, RejectedMessage
 from shared.events import (
+    AgentInput,
     CancelRequested,
     DecisionSubmitted,
     EventModel,
@@ -74,6 +82,25 @@ def requested_as(event: ExecutionRequested, sender: Sender) -> ExecutionRequeste
             update={"requested_by": sender.label, "requester_identity": sender.identity}
         )
     return event.model_copy(update={"requester_identity": None})
+
+
+def with_input(outcome: sm.Outcome, given: AgentInput) -> sm.Outcome:
+    """A dispatching outcome with the input as resolved for its thread (the base it starts
+    from); any other outcome as it is."""
+    if not outcome.changed or outcome.execution.input == given:
+        return outcome
+    return dataclasses.replace(
+        outcome, execution=outcome.execution.model_copy(update={"input": given})
+    )
+
+
+def starter(request: ExecutionRequested, given: AgentInput) -> Callable[[Execution], sm.Outcome]:
+    """The step that dispatches a turn woken by the end of the one before."""
+
+    def start(execution: Execution) -> sm.Outcome:
+        return with_input(sm.on_requested(execution, request), given)
+
+    return start
 
 
 Loaded = tuple[Execution, bool]
@@ -118,7 +145,82 @@ class Orchestrator:
             raise RejectedMessage(
                 f"execution id {event.execution_id} is already used by another request"
             )
-        await self._apply((execution, fresh), lambda e: sm.on_requested(e, event), event)
+        starting = await self._turn_start(execution)
+        if starting is None:
+            # The turn before it still runs or waits for a review: its end starts this one
+            # (``_wake_next_turn``), so nothing is written or sent now.
+            log.info("turn.queued", execution_id=execution.execution_id)
+            return
+        await self._apply(
+            (execution, fresh), lambda e: with_input(sm.on_requested(e, event), starting), event
+        )
+
+    async def _turn_start(
+        self, execution: Execution, known: Execution | None = None
+    ) -> AgentInput | None:
+        """The input to dispatch the execution with as far as its thread goes, or None while
+        it must wait. A turn waits until every turn before it ended: the one before, and past it
+        (when that one was cancelled while it waited, so never ran) the ones before that. It
+        starts from its base's checkpoint, or, when the base never ran, from that one's base.
+        ``known``: a turn before, as just read."""
+        turn = execution.input.turn
+        if turn is None or execution.status is not ExecutionStatus.PENDING or execution.epoch:
+            return execution.input
+        read: dict[str, Execution | None] = {} if known is None else {known.execution_id: known}
+
+        async def turn_of(execution_id: str) -> Execution | None:
+            if execution_id not in read:
+                read[execution_id] = await self._store.executions.get(
+                    execution.project_id, execution_id
+                )
+            return read[execution_id]
+
+        after = turn.after
+        for _ in range(MAX_TURN_PROBES):
+            before = None if after is None else await turn_of(after)
+            if before is None or (before.status.is_terminal and has_run(before)):
+                break  # a turn ran only once every turn before it had ended
+            if not before.status.is_terminal or before.input.turn is None:
+                return None
+            after = before.input.turn.after
+        else:
+            return None
+        base = turn.base
+        for _ in range(MAX_TURN_PROBES):
+            source = None if base is None else await turn_of(base)
+            if source is None or has_run(source) or source.input.turn is None:
+                break
+            base = source.input.turn.base
+        if base == turn.base:
+            return execution.input
+        return execution.input.model_copy(update={"turn": turn.model_copy(update={"base": base})})
+
+    async def _wake_next_turn(self, ended: Execution, cause: EventModel) -> None:
+        """Start the turn that waits for ``ended`` (now over), if one does; past turns cancelled
+        while they waited, the first that still waits. A redelivered event of an ended turn
+        comes here again, so a crash between its end and this start loses nothing; of two
+        replicas starting one turn, the compare-and-set lets one write it."""
+        turn = ended.input.turn
+        if turn is None:
+            return
+        previous = ended
+        for number in range(turn.turn + 1, turn.turn + 1 + MAX_TURN_PROBES):
+            following_id = turn_execution_id(
+                ended.project_id, ended.workspace_id, turn.thread_id, number
+            )
+            following = await self._store.executions.get(ended.project_id, following_id)
+            if following is None or following.input.turn is None:
+                return
+            if following.status is ExecutionStatus.PENDING and following.epoch == 0:
+                starting = await self._turn_start(following, previous)
+                if starting is not None:
+                    request = request_of(following)
+                    log.info("turn.woken", execution_id=following_id, after=previous.execution_id)
+                    await self._apply((following, True), starter(request, starting), cause)
+                return
+            if not (following.status.is_terminal and not has_run(following)):
+                return
+            previous = following
 
     async def _requested(self, event: ExecutionRequested) -> Loaded:
         """The execution a request names: normally the gateway stored it a moment ago, and any
@@ -458,6 +560,8 @@ class Orchestrator:
         outgoing.append(self._announcement(execution, cause))
         # One produce request and one wait for all of them, in this order.
         await publish_in_order(self._publisher, outgoing)
+        if execution.status.is_terminal and execution.input.turn is not None:
+            await self._wake_next_turn(execution, cause)
 
     async def _announce(self, execution: Execution, cause: EventModel) -> None:
         await publish_in_order(self._publisher, [self._announcement(execution, cause)])

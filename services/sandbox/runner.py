@@ -41,6 +41,7 @@ from services.sandbox.loading import AgentNotLoadable, GraphCache, LoadedAgent
 from services.sandbox.progress import STREAM_MODES, ProgressAnnouncer, ProgressRecorder
 from services.sandbox.reviews import interrupt_reviews
 from services.sandbox.step_index import StepIndex
+from services.sandbox.thread_base import CheckpointNotFound, copy_base
 from shared import metrics
 from shared.errors import Fenced, is_transient
 from shared.events import (
@@ -209,8 +210,16 @@ class AgentRunner:
             # hosts, so a small skew shows; it is never negative here).
             waited = (datetime.now(UTC) - resume.decided_at).total_seconds()
             metrics.DECISION_TO_RESUME_SECONDS.observe(max(0.0, waited))
+        # A thread's next turn has no checkpoint of its own yet: it starts from its base's.
+        turn = dispatch.input.turn if dispatch.input is not None else None
+        starts_turn = turn is not None and snapshot.created_at is None
         token = current_fence.set(fence)
         try:
+            if starts_turn and turn is not None:
+                try:
+                    await copy_base(agent.graph.checkpointer, turn, config)
+                except CheckpointNotFound as exc:
+                    return Failed("CheckpointNotFound", str(exc)), attempt
             with step_run(steps):
                 outcome = await self._stream(agent, payload, config, progress)
         finally:

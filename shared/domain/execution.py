@@ -166,6 +166,23 @@ def new_pending_execution(
     )
 
 
+def request_of(execution: Execution) -> ExecutionRequested:
+    """The request that created ``execution``, as stored: what the orchestrator applies when it
+    starts a turn that waited for the one before (nothing is published again)."""
+    return ExecutionRequested(
+        event_id=f"{execution.execution_id}:requested",
+        execution_id=execution.execution_id,
+        correlation_id=execution.execution_id,
+        project_id=execution.project_id,
+        workspace_id=execution.workspace_id,
+        agent=execution.agent,
+        input=execution.input,
+        idempotency_key=execution.idempotency_key,
+        requested_by=execution.requested_by,
+        requester_identity=execution.requester_identity,
+    )
+
+
 def next_deadline(execution: Execution) -> datetime | None:
     """When the suspension the execution waits in next has a deadline to fire (None when it
     does not wait, or has nothing left to fire): what every store's deadline query keys on."""

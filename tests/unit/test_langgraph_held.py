@@ -21,8 +21,7 @@ import httpx
 import pytest
 from pymongo.errors import ServerSelectionTimeoutError
 
-from services.gateway.intake import execution_id_for
-from services.gateway.langgraph.views import thread_key
+from shared.domain.threads import execution_id_for, turn_key
 from shared.store.api_keys import Role, create_key
 from tests.eventually import eventually
 from tests.unit.inprocess import World
@@ -89,7 +88,7 @@ async def held(
             thread_id,
             first.json()["run_id"],
             approved.json()["run_id"],
-            execution_id_for("p1", "w1", thread_key(thread_id)),
+            execution_id_for("p1", "w1", turn_key(thread_id, 1)),
             await key(world, Role.READ_ONLY),
             await key(world, email="second@example.com"),
         )

@@ -21,11 +21,11 @@ from services.gateway.langgraph.views import (
     run_id,
     run_status,
     segment_done,
-    thread_key,
     thread_of,
 )
 from services.gateway.problems import Problem
 from shared.domain.execution import Execution, ExecutionStatus, Suspension
+from shared.domain.threads import turn_key
 from shared.events import PendingInterrupt
 from tests.factories import pending
 
@@ -51,7 +51,7 @@ def suspension(epoch: int, value: Any = "ok?", values: dict[str, Any] | None = N
 
 
 def test_a_threads_execution_is_found_from_its_idempotency_key() -> None:
-    execution = pending().model_copy(update={"idempotency_key": thread_key("t-1")})
+    execution = pending().model_copy(update={"idempotency_key": turn_key("t-1", 1)})
     assert thread_of(execution) == "t-1"
     assert thread_of(pending()) is None
 
@@ -213,7 +213,6 @@ def test_a_run_body_needs_an_input_or_a_command_and_refuses_what_it_cannot_honou
         {"interrupt_before": ["n"]},
         {"webhook": "http://x"},
         {"config": {"recursion_limit": 3}},
-        {"multitask_strategy": "enqueue"},
         {"on_disconnect": "cancel"},
     ):
         with pytest.raises(Problem) as refused:

@@ -15,9 +15,8 @@ import pytest
 
 from services.gateway import app as gateway_app
 from services.gateway.app import GatewaySettings, create_app
-from services.gateway.intake import execution_id_for
-from services.gateway.langgraph.views import thread_key
 from shared.domain.execution import ExecutionStatus
+from shared.domain.threads import execution_id_for, turn_key
 from shared.store.api_keys import Role, create_key
 from tests.counting_store import CountedCalls, CountingStore
 from tests.unit.inprocess import World
@@ -106,6 +105,9 @@ def calls(thread: str, run: str) -> dict[tuple[str, str], tuple[str, dict[str, A
         ("POST", "/threads/search"): ("/threads/search", {"ids": [thread]}),
         ("GET", "/threads/{thread_id}"): (f"/threads/{thread}", None),
         ("GET", "/threads/{thread_id}/state"): (f"/threads/{thread}/state", None),
+        ("PATCH", "/threads/{thread_id}"): (f"/threads/{thread}", {"metadata": {"case": "x"}}),
+        ("POST", "/threads/{thread_id}/history"): (f"/threads/{thread}/history", {}),
+        ("GET", "/threads/{thread_id}/runs"): (f"/threads/{thread}/runs", None),
         ("POST", "/threads/{thread_id}/runs"): (f"/threads/{thread}/runs", RESUME),
         ("POST", "/runs"): ("/runs", START),
         ("POST", "/threads/{thread_id}/runs/wait"): (f"/threads/{thread}/runs/wait", RESUME),
@@ -133,7 +135,7 @@ async def call(
 
 
 async def assert_w1_untouched(world: World, setup: Setup) -> None:
-    execution = await world.execution(execution_id_for("p1", "w1", thread_key(SHARED)))
+    execution = await world.execution(execution_id_for("p1", "w1", turn_key(SHARED, 1)))
     assert execution.status is ExecutionStatus.SUSPENDED
     assert execution.suspension is not None
     assert (
@@ -193,7 +195,7 @@ async def test_search_never_returns_another_workspaces_thread(world: World, setu
     invoked = await setup.http.post(
         "/api/v1/projects/p1/workspaces/w2/invoke",
         json={"agent": REFUND, "message": "Refund claim CLM-4821"},
-        headers={**setup.as_key(setup.confined), "Idempotency-Key": thread_key(SHARED)},
+        headers={**setup.as_key(setup.confined), "Idempotency-Key": turn_key(SHARED, 1)},
     )
     assert invoked.status_code == 202, invoked.text
     for body in ({"status": "interrupted"}, {"status": "error"}, {}, {"ids": [SHARED]}):
@@ -288,24 +290,32 @@ async def test_what_each_request_reads_of_the_store(world: World, setup: Setup) 
         return {k: v for k, v in setup.counting.counts.items() if k.startswith(READS)}
 
     assert await counted("POST", "/threads", {"thread_id": "t-new"}) == {"threads.create": 1}
-    one_thread = {"threads.get": 1, "executions.get": 1}
+    # A thread's latest turn: the turn its hint names and the one after, at once (the hint
+    # trails a turn being started).
+    one_thread = {"threads.get": 1, "executions.get": 2}
     assert await counted("GET", f"/threads/{SHARED}") == one_thread
     assert await counted("GET", f"/threads/{SHARED}/state") == one_thread
     assert await counted("POST", "/threads/search", {"ids": [SHARED, "t-new", FRESH]}) == {
         "threads.get_many": 1,
-        "executions.get": 2,
+        "executions.get": 4,
     }
-    # An input: the thread, the invoke's insert, and one read when the run stops.
+    # An input: the thread, its latest turn (none), the invoke's insert, the thread's turn
+    # hint, and one read when the run stops.
     assert await counted("POST", "/threads/t-new/runs/wait", START) == {
         "threads.get": 1,
         "executions.create": 1,
-        "executions.get": 1,
+        "threads.note_turn": 1,
+        "executions.get": 3,
     }
-    # A decision: the thread and its execution (at once), the resume route's read, and one
-    # read when the run stops.
+    # A decision: the thread and its latest turn, the resume route's read, and one read when
+    # the run stops.
     assert await counted("POST", "/threads/t-new/runs/wait", RESUME) == {
+        "threads.get": 1,
+        "executions.get": 4,
+    }
+    assert await counted("GET", f"/threads/{SHARED}/runs/{setup.run_id}") == one_thread
+    # A join reads the run's turn again once it is watched.
+    assert await counted("GET", f"/threads/{SHARED}/runs/{setup.run_id}/join") == {
         "threads.get": 1,
         "executions.get": 3,
     }
-    assert await counted("GET", f"/threads/{SHARED}/runs/{setup.run_id}") == one_thread
-    assert await counted("GET", f"/threads/{SHARED}/runs/{setup.run_id}/join") == one_thread

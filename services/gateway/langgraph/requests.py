@@ -90,8 +90,6 @@ def refuse_unsupported(body: RunRequest) -> None:
         "stream_subgraphs": body.stream_subgraphs or None,
         "on_disconnect=cancel": True if body.on_disconnect == "cancel" else None,
     }
-    if body.multitask_strategy not in (None, "reject"):
-        set_options[f"multitask_strategy={body.multitask_strategy}"] = True
     named = [name for name, value in set_options.items() if value is not None]
     if named:
         raise unsupported(

@@ -39,6 +39,7 @@ from services.gateway.langgraph.views import (
     run_body,
     run_id,
     state_of,
+    thread_filter,
 )
 from services.gateway.openapi import json_body
 from services.gateway.problems import Problem
@@ -80,6 +81,22 @@ class ThreadSearch(BaseModel):
     sort_order: str | None = None
     select: list[str] | None = None
     extract: dict[str, Any] | None = None
+
+
+class ThreadUpdate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    ttl: Any = None
+
+
+class HistoryRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    limit: int = Field(default=10, ge=1, le=1000)
+    before: Any = None
+    metadata: dict[str, Any] | None = None
+    checkpoint: dict[str, Any] | None = None
 
 
 class AssistantSearch(BaseModel):
@@ -181,9 +198,10 @@ def build_langgraph_router(
         record, created = await service.create_thread(
             scope, asked.thread_id, metadata, asked.if_exists
         )
-        # A thread just created has run nothing yet: no read of its execution.
-        execution = None if created else await service.execution_of(scope, record.thread_id)
-        return ThreadView(record, execution).body()
+        # A thread just created has run nothing yet: no read of its turns.
+        if created:
+            return ThreadView(record, None).body()
+        return (await service.thread_view(scope, record.thread_id)).body()
 
     @router.post(
         f"{PREFIX}/threads/search", tags=TAGS, openapi_extra=json_body(ThreadSearch, required=False)
@@ -193,17 +211,20 @@ def build_langgraph_router(
     ) -> list[dict[str, Any]]:
         """Threads of the workspace, by ``status`` (or ``ids``)."""
         asked = json_object(raw, ThreadSearch, required=False)
-        refused = [
-            name for name in ("metadata", "values", "select", "extract") if getattr(asked, name)
-        ]
+        refused = [name for name in ("select", "extract") if getattr(asked, name)]
         if refused:
-            raise unsupported(f"{', '.join(refused)}: threads are searched by status or ids")
+            raise unsupported(
+                f"{', '.join(refused)}: threads are searched by status, ids, metadata and values"
+            )
         scope = scope_of(project_id, workspace_id)
+        matches = thread_filter(asked.metadata, asked.values)
         if asked.ids is not None:
-            pairs = await service.by_ids(scope, asked.ids, asked.status, asked.limit, asked.offset)
+            views = await service.by_ids(scope, asked.ids, asked.status, 100, 0)
+            views = [v for v in views if matches is None or matches(v)]
+            views = views[asked.offset : asked.offset + asked.limit]
         else:
-            pairs = await service.search(scope, asked.status, asked.limit, asked.offset)
-        return [ThreadView(record, execution).body() for record, execution in pairs]
+            views = await service.search(scope, asked.status, asked.limit, asked.offset, matches)
+        return [view.body() for view in views]
 
     @router.get(f"{PREFIX}/threads/{{thread_id}}", tags=TAGS)
     async def get_thread(
@@ -212,10 +233,7 @@ def build_langgraph_router(
         thread_id: Identifier,
         key: ApiKey = anyone,
     ) -> dict[str, Any]:
-        record, execution = await service.thread_with_execution(
-            scope_of(project_id, workspace_id), thread_id
-        )
-        return ThreadView(record, execution).body()
+        return (await service.thread_view(scope_of(project_id, workspace_id), thread_id)).body()
 
     @router.get(f"{PREFIX}/threads/{{thread_id}}/state", tags=TAGS)
     async def get_state(
@@ -225,10 +243,72 @@ def build_langgraph_router(
         key: ApiKey = anyone,
     ) -> dict[str, Any]:
         """The thread's values, and its waiting task with the interrupts to answer."""
-        record, execution = await service.thread_with_execution(
-            scope_of(project_id, workspace_id), thread_id
+        view = await service.thread_view(scope_of(project_id, workspace_id), thread_id)
+        return state_of(view.record, view.execution, view.earlier)
+
+    @router.patch(
+        f"{PREFIX}/threads/{{thread_id}}",
+        tags=TAGS,
+        openapi_extra=json_body(ThreadUpdate, required=True),
+    )
+    async def update_thread(
+        project_id: Identifier,
+        workspace_id: Identifier,
+        thread_id: Identifier,
+        raw: RawBody = None,
+        key: ApiKey = anyone,
+    ) -> dict[str, Any]:
+        """Merge ``metadata`` into the thread's (``threads.update``)."""
+        require_role(key, "updating a thread", WRITERS)
+        asked = json_object(raw, ThreadUpdate, required=True)
+        if asked.ttl is not None:
+            raise unsupported("ttl: a thread is kept until deleted")
+        view = await service.update_thread(
+            scope_of(project_id, workspace_id), thread_id, asked.metadata
         )
-        return state_of(record, execution)
+        return view.body()
+
+    @router.post(
+        f"{PREFIX}/threads/{{thread_id}}/history",
+        tags=TAGS,
+        openapi_extra=json_body(HistoryRequest, required=False),
+    )
+    async def thread_history(
+        project_id: Identifier,
+        workspace_id: Identifier,
+        thread_id: Identifier,
+        raw: RawBody = None,
+        key: ApiKey = anyone,
+    ) -> list[dict[str, Any]]:
+        """The thread's states, newest first, one per turn of the branch it is on
+        (``threads.get_history``)."""
+        asked = json_object(raw, HistoryRequest, required=False)
+        refused = [n for n in ("before", "metadata", "checkpoint") if getattr(asked, n)]
+        if refused:
+            raise unsupported(f"{', '.join(refused)}: the history is read newest first, by limit")
+        views = await service.history(scope_of(project_id, workspace_id), thread_id, asked.limit)
+        return [state_of(v.record, v.execution, v.earlier) for v in views]
+
+    @router.get(f"{PREFIX}/threads/{{thread_id}}/runs", tags=TAGS)
+    async def list_runs(
+        project_id: Identifier,
+        workspace_id: Identifier,
+        thread_id: Identifier,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 10,
+        offset: Annotated[int, Query(ge=0, le=10_000)] = 0,
+        status: Annotated[str | None, Query()] = None,
+        select: Annotated[list[str] | None, Query()] = None,
+        key: ApiKey = anyone,
+    ) -> list[dict[str, Any]]:
+        """The thread's runs, newest first (``runs.list``)."""
+        scope = scope_of(project_id, workspace_id)
+        if status is None:
+            runs = await service.runs(scope, thread_id, limit, offset)
+            return [run_body(thread_id, execution, epoch) for execution, epoch in runs]
+        # By status: a bounded read of the newest runs, filtered.
+        runs = await service.runs(scope, thread_id, 1000, 0)
+        bodies = [run_body(thread_id, execution, epoch) for execution, epoch in runs]
+        return [b for b in bodies if b["status"] == status][offset : offset + limit]
 
     def run_path(started: StartedRun) -> str:
         """Relative to the API's root (the client's ``url``), as langgraph-sdk resolves it."""
@@ -245,14 +325,15 @@ def build_langgraph_router(
     ) -> dict[str, Any]:
         body = run_request(raw)
         thread = thread_id or str(uuid.uuid4())
-        started = await service.start(
+        async with service.start(
             scope,
             thread,
             body,
             key,
             within_limits(request.headers.items()),
             stateless=thread_id is None,
-        )
+        ) as (started, _):
+            pass
         response.headers["Content-Location"] = run_path(started)
         return run_body(started.thread.thread_id, started.execution, started.epoch)
 
@@ -267,20 +348,21 @@ def build_langgraph_router(
         body = run_request(raw)
         thread = thread_id or str(uuid.uuid4())
         # Watched from before the run starts: nothing it does falls before the watch.
-        async with service.watching(scope, thread, key) as watch:
-            started = await service.start(
-                scope,
-                thread,
-                body,
-                key,
-                within_limits(request.headers.items()),
-                stateless=thread_id is None,
-            )
+        async with service.start(
+            scope,
+            thread,
+            body,
+            key,
+            within_limits(request.headers.items()),
+            stateless=thread_id is None,
+            watch=True,
+        ) as (started, watch):
+            assert watch is not None
             execution = await service.wait(watch, started.execution, started.epoch)
         response.headers["Content-Location"] = run_path(started)
         # Where langgraph-sdk reconnects if this response is cut off (a gateway restart).
         response.headers["Location"] = f"{run_path(started)}/join"
-        return result_of(execution)
+        return result_of(execution, await service.earlier_of(execution))
 
     async def stream_start(
         request: Request,
@@ -297,15 +379,16 @@ def build_langgraph_router(
         modes = body.modes()
         scope = scope_of(project_id, workspace_id)
         thread = thread_id or str(uuid.uuid4())
-        async with service.watching(scope, thread, key) as watch:
-            started = await service.start(
-                scope,
-                thread,
-                body,
-                key,
-                within_limits(request.headers.items()),
-                stateless=thread_id is None,
-            )
+        async with service.start(
+            scope,
+            thread,
+            body,
+            key,
+            within_limits(request.headers.items()),
+            stateless=thread_id is None,
+            watch=True,
+        ) as (started, watch):
+            assert watch is not None
             yield StreamStart(watch, started, modes)
 
     starting = Depends(stream_start)
@@ -437,10 +520,11 @@ def build_langgraph_router(
     ) -> dict[str, Any]:
         """The thread's state once the run stopped (as ``runs.wait`` answers)."""
         scope = scope_of(project_id, workspace_id)
-        async with service.watching(scope, thread_id, key) as watch:
-            _, execution, epoch = await service.run_of(scope, thread_id, run)
-            execution = await service.wait(watch, execution, epoch)
-        return result_of(execution)
+        _, execution, epoch = await service.run_of(scope, thread_id, run)
+        async with service.watching(scope, execution.execution_id, key) as watch:
+            # Read again once watched: what changed before the watch began is in this read.
+            execution = await service.wait(watch, await service.reread(execution), epoch)
+        return result_of(execution, await service.earlier_of(execution))
 
     @router.post(f"{PREFIX}/threads/{{thread_id}}/runs/{{run}}/cancel", tags=TAGS)
     async def cancel_run(
@@ -473,7 +557,8 @@ def build_langgraph_router(
             # Not held: a key at its cap of waits may still cancel.
             await cancelled()
             return Response(status_code=202)
-        async with service.watching(scope, thread_id, key) as watch:
+        _, current, _ = await service.run_of(scope, thread_id, run)
+        async with service.watching(scope, current.execution_id, key) as watch:
             execution, epoch = await cancelled()
             execution = await service.wait(watch, execution, None)
         return JSONResponse(run_body(thread_id, execution, epoch))

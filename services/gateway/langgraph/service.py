@@ -13,29 +13,30 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import structlog
 
 from services.gateway.auth import OWNERS, WRITERS, require_role
-from services.gateway.errors import ExecutionNotFound, IdempotencyKeyReused
+from services.gateway.conversations import RACES, Conversations, TurnTaken, WrongAgent
+from services.gateway.errors import ExecutionNotFound
 from services.gateway.feed import ExecutionFeed, Watch
-from services.gateway.intake import Intake, execution_id_for
+from services.gateway.intake import Intake
 from services.gateway.langgraph.requests import RunRequest, agent_input, review_answer
 from services.gateway.langgraph.views import (
     STATUSES_OF_THREAD,
-    THREAD_STATUS,
+    ThreadView,
     epoch_of_run,
     segment_done,
-    thread_key,
     thread_of,
 )
 from services.gateway.problems import Problem
 from services.gateway.stream import KEY_REVOKED, StreamBounds
 from shared.domain.execution import Execution, ExecutionStatus
 from shared.domain.principals import Reviewer
+from shared.domain.threads import ThreadBusy, turn_execution_id, turn_number
 from shared.errors import InterlockError
 from shared.store.api_keys import ApiKey
 from shared.store.errors import StoreUnavailable
@@ -62,7 +63,7 @@ class Scope:
 
 @dataclass(frozen=True)
 class StartedRun:
-    """A run just accepted: the thread's execution as read then, and the epoch the run is."""
+    """A run just accepted: its turn's execution as read then, and the epoch the run is."""
 
     thread: ThreadRecord
     execution: Execution
@@ -71,12 +72,18 @@ class StartedRun:
 
 class LangGraphService:
     def __init__(
-        self, intake: Intake, store: Store, feed: ExecutionFeed, bounds: StreamBounds
+        self,
+        intake: Intake,
+        store: Store,
+        feed: ExecutionFeed,
+        bounds: StreamBounds,
+        conversations: Conversations | None = None,
     ) -> None:
         self._intake = intake
         self._store = store
         self._feed = feed
         self.bounds = bounds
+        self.conversations = conversations or Conversations(intake, store)
 
     async def agent_load_errors(self) -> dict[str, str]:
         return await self._intake.agent_load_errors()
@@ -116,80 +123,123 @@ class LangGraphService:
             )
         return record
 
-    def execution_id(self, scope: Scope, thread_id: str) -> str:
-        return execution_id_for(scope.project_id, scope.workspace_id, thread_key(thread_id))
+    async def view(self, record: ThreadRecord, latest: Execution | None) -> ThreadView:
+        """The thread as LangGraph shows it: its latest turn that ran (a turn queued behind a
+        review leaves the review in view, to be answered), and the turn that one started from
+        when it has no values of its own yet."""
+        shown = await self.conversations.answerable(latest)
+        return ThreadView(record, shown, await self.earlier_of(shown))
 
-    async def execution_of(self, scope: Scope, thread_id: str) -> Execution | None:
-        try:
-            return await self._intake.get(
-                scope.project_id, scope.workspace_id, self.execution_id(scope, thread_id)
-            )
-        except ExecutionNotFound:
+    async def earlier_of(self, execution: Execution | None) -> Execution | None:
+        """The turn ``execution`` started from, when it has no values of its own to show."""
+        if execution is None or execution.status is ExecutionStatus.COMPLETED:
             return None
+        if execution.suspension is not None and execution.suspension.values is not None:
+            return None
+        return await self.conversations.base(execution)
 
-    async def thread_with_execution(
+    async def update_thread(
+        self, scope: Scope, thread_id: str, metadata: dict[str, object]
+    ) -> ThreadView:
+        """Merge ``metadata`` into the thread's (LangGraph's ``threads.update``)."""
+        record = await self.thread(scope, thread_id)
+        updated = await self._store.threads.set_metadata(
+            scope.project_id, scope.workspace_id, thread_id, {**record.metadata, **metadata}
+        )
+        if updated is None:
+            raise Problem(
+                404, "thread-not-found", "Thread not found", f"no thread {thread_id} here"
+            )
+        return await self.view(updated, await self.conversations.latest(updated))
+
+    async def history(self, scope: Scope, thread_id: str, limit: int) -> list[ThreadView]:
+        """The thread's states, newest first: its latest turn, then the turn that one started
+        from, and so on (the branch it is on: a turn rolled back or forked away from is not
+        on it). One state per turn, as it stands or ended."""
+        record, latest = await self.latest_of(scope, thread_id)
+        views: list[ThreadView] = []
+        execution = latest
+        while execution is not None and len(views) < limit:
+            base = await self.conversations.base(execution)
+            views.append(ThreadView(record, execution, base))
+            execution = base
+        return views
+
+    async def thread_view(self, scope: Scope, thread_id: str) -> ThreadView:
+        record = await self.thread(scope, thread_id)
+        return await self.view(record, await self.conversations.latest(record))
+
+    async def latest_of(
         self, scope: Scope, thread_id: str
     ) -> tuple[ThreadRecord, Execution | None]:
-        record, execution = await asyncio.gather(
-            self.thread(scope, thread_id), self.execution_of(scope, thread_id)
+        record = await self.thread(scope, thread_id)
+        return record, await self.conversations.latest(record)
+
+    async def _views(self, records: list[ThreadRecord]) -> list[ThreadView]:
+        latest = await asyncio.gather(*(self.conversations.latest(r) for r in records))
+        return list(
+            await asyncio.gather(*(self.view(r, e) for r, e in zip(records, latest, strict=True)))
         )
-        return record, execution
 
     async def by_ids(
         self, scope: Scope, thread_ids: list[str], status: str | None, limit: int, offset: int
-    ) -> list[tuple[ThreadRecord, Execution | None]]:
+    ) -> list[ThreadView]:
         """The workspace's threads among ``thread_ids``, in the order asked (with ``status``,
-        those in it): one read of the threads, then one of each found thread's execution, at
-        once. An id of no thread here is left out, whether or not another workspace has one."""
+        those in it): one read of the threads, then each found thread's latest turn, at once.
+        An id of no thread here is left out, whether or not another workspace has one."""
         records = await self._store.threads.get_many(
             scope.project_id, scope.workspace_id, thread_ids
         )
         found = [records[t] for t in dict.fromkeys(thread_ids) if t in records]
-        executions = await asyncio.gather(*(self.execution_of(scope, r.thread_id) for r in found))
-        pairs = list(zip(found, executions, strict=True))
+        views = await self._views(found)
         if status is not None:
-            pairs = [
-                (record, execution)
-                for record, execution in pairs
-                if (THREAD_STATUS[execution.status] if execution else "idle") == status
-            ]
-        return pairs[offset : offset + min(limit, MAX_SEARCH)]
+            views = [v for v in views if v.status == status]
+        return views[offset : offset + min(limit, MAX_SEARCH)]
 
     async def search(
-        self, scope: Scope, status: str | None, limit: int, offset: int
-    ) -> list[tuple[ThreadRecord, Execution | None]]:
-        """Threads of the workspace, newest first; with ``status``, those whose execution is in
-        it (oldest first, as the executions are listed), and for ``idle`` also those not run."""
+        self,
+        scope: Scope,
+        status: str | None,
+        limit: int,
+        offset: int,
+        matches: Callable[[ThreadView], bool] | None = None,
+    ) -> list[ThreadView]:
+        """Threads of the workspace, newest first; with ``status``, those whose latest turn is
+        in it (for a status other than ``idle``, found through the executions in it, oldest
+        first, as they are listed); with ``matches``, those it accepts (metadata and values)."""
         limit = min(limit, MAX_SEARCH)
-        if status is None or status == "idle":
-            return await self._listed(scope, status, limit, offset)
+        if status is None or status == "idle" or matches is not None:
+            return await self._listed(scope, status, limit, offset, matches)
         found = await self._by_status(scope, STATUSES_OF_THREAD[status], limit + offset)
-        found = found[offset:]
         records = await self._store.threads.get_many(
             scope.project_id, scope.workspace_id, [thread for thread, _ in found]
         )
-        return [(records[t], e) for t, e in found if t in records]
+        views = [await self.view(records[t], e) for t, e in found[offset:] if t in records]
+        return views
 
     async def _listed(
-        self, scope: Scope, status: str | None, limit: int, offset: int
-    ) -> list[tuple[ThreadRecord, Execution | None]]:
-        matched: list[tuple[ThreadRecord, Execution | None]] = []
+        self,
+        scope: Scope,
+        status: str | None,
+        limit: int,
+        offset: int,
+        matches: Callable[[ThreadView], bool] | None,
+    ) -> list[ThreadView]:
+        matched: list[ThreadView] = []
         skipped = 0
         for page in range(SEARCH_PAGES):
             records = await self._store.threads.list(
                 scope.project_id, scope.workspace_id, limit=SEARCH_PAGE, offset=page * SEARCH_PAGE
             )
-            executions = await asyncio.gather(
-                *(self.execution_of(scope, r.thread_id) for r in records)
-            )
-            for record, execution in zip(records, executions, strict=True):
-                busy = execution is not None and execution.status not in STATUSES_OF_THREAD["idle"]
-                if status == "idle" and busy:
+            for view in await self._views(records):
+                if status is not None and view.status != status:
+                    continue
+                if matches is not None and not matches(view):
                     continue
                 if skipped < offset:
                     skipped += 1
                     continue
-                matched.append((record, execution))
+                matched.append(view)
                 if len(matched) == limit:
                     return matched
             if len(records) < SEARCH_PAGE:
@@ -199,26 +249,43 @@ class LangGraphService:
     async def _by_status(
         self, scope: Scope, statuses: tuple[ExecutionStatus, ...], wanted: int
     ) -> list[tuple[str, Execution]]:
-        found: list[tuple[str, Execution]] = []
+        """Threads whose latest turn is in ``statuses``: the executions in them, each kept when
+        no turn follows it (an older turn of a thread tells nothing of the thread now)."""
+        found: dict[str, Execution] = {}
         for status in statuses:
             cursor: str | None = None
             for _ in range(SEARCH_PAGES):
                 page = await self._intake.list_executions(
                     scope.project_id, scope.workspace_id, status, SEARCH_PAGE, cursor
                 )
-                for execution in page.items:
-                    thread = thread_of(execution)
-                    if thread is not None:
-                        found.append((thread, execution))
+                candidates = [(thread_of(e), e) for e in page.items]
+                latest = await asyncio.gather(
+                    *(self._is_latest(e) for t, e in candidates if t is not None)
+                )
+                kept = [(t, e) for (t, e) in candidates if t is not None]
+                for (thread, execution), is_latest in zip(kept, latest, strict=True):
+                    if is_latest:
+                        found.setdefault(thread, execution)
                 if len(found) >= wanted or page.next_cursor is None:
                     break
                 cursor = page.next_cursor
             if len(found) >= wanted:
                 break
-        return found[:wanted]
+        return list(found.items())[:wanted]
+
+    async def _is_latest(self, execution: Execution) -> bool:
+        turn = execution.input.turn
+        thread = thread_of(execution)
+        if thread is None:
+            return False
+        record = ThreadRecord(
+            project_id=execution.project_id, workspace_id=execution.workspace_id, thread_id=thread
+        )
+        return await self.conversations.turn(record, (turn.turn if turn else 1) + 1) is None
 
     # --- runs -----------------------------------------------------------------------------
 
+    @asynccontextmanager
     async def start(
         self,
         scope: Scope,
@@ -228,73 +295,99 @@ class LangGraphService:
         headers: dict[str, str],
         *,
         stateless: bool = False,
-    ) -> StartedRun:
-        """Start the thread's run with its input, or the next run with a decision. A thread
-        that does not exist is created for a stateless run or when asked
-        (``if_not_exists='create'``)."""
+        watch: bool = False,
+    ) -> AsyncIterator[tuple[StartedRun, Watch | None]]:
+        """Start a run: with an input the thread's next turn (after its busy turn, by the
+        request's ``multitask_strategy``), with a decision the next run of the turn waiting for
+        it. A thread that does not exist is created for a stateless run or when asked
+        (``if_not_exists='create'``). With ``watch``, the run's execution is watched from
+        before it starts (nothing it does falls before the watch), for as long as the block."""
         if body.command is None:
             # Roles first: a key that may not start a run creates no thread either.
             require_role(key, "starting a run", WRITERS)
-            if stateless or body.if_not_exists == "create":
-                record, _ = await self.create_thread(
-                    scope, thread_id, body.metadata or {}, if_exists="do_nothing"
-                )
-            else:
-                record = await self.thread(scope, thread_id)
-            return await self._invoke(scope, record, body, key, headers)
+            record = await self._thread_for(scope, thread_id, body, stateless)
+            async with self._new_turn(scope, record, body, key, headers, watch) as started:
+                yield started
+            return
         require_role(key, "resuming a run", OWNERS)
-        # A decision names the assistant it answers: the thread's execution is read (with the
-        # thread, at once) to hold it to the thread's agent before anything is judged.
-        if stateless or body.if_not_exists == "create":
-            record, _ = await self.create_thread(
-                scope, thread_id, body.metadata or {}, if_exists="do_nothing"
-            )
-            execution = await self.execution_of(scope, thread_id)
-        else:
-            record, execution = await self.thread_with_execution(scope, thread_id)
+        record = await self._thread_for(scope, thread_id, body, stateless)
+        # A decision names the assistant it answers: held to the thread's agent before
+        # anything is judged.
+        execution = await self.conversations.answerable(await self.conversations.latest(record))
         if execution is None:
             raise not_suspended(record.thread_id)
         if execution.agent != body.assistant_id:
             raise assistant_mismatch(record.thread_id, execution.agent, body.assistant_id)
-        return await self._decide(scope, record, body, key, headers)
+        async with self._watch_if(scope, execution.execution_id, key, watch) as watching:
+            yield await self._decide(scope, record, execution, body, key, headers), watching
 
-    async def _invoke(
+    async def _thread_for(
+        self, scope: Scope, thread_id: str, body: RunRequest, stateless: bool
+    ) -> ThreadRecord:
+        if stateless or body.if_not_exists == "create":
+            record, _ = await self.create_thread(
+                scope, thread_id, body.metadata or {}, if_exists="do_nothing"
+            )
+            return record
+        return await self.thread(scope, thread_id)
+
+    @asynccontextmanager
+    async def _watch_if(
+        self, scope: Scope, execution_id: str, key: ApiKey, watch: bool
+    ) -> AsyncIterator[Watch | None]:
+        if not watch:
+            yield None
+            return
+        async with self.watching(scope, execution_id, key) as watching:
+            yield watching
+
+    @asynccontextmanager
+    async def _new_turn(
         self,
         scope: Scope,
         record: ThreadRecord,
         body: RunRequest,
         key: ApiKey,
         headers: dict[str, str],
-    ) -> StartedRun:
+        watch: bool,
+    ) -> AsyncIterator[tuple[StartedRun, Watch | None]]:
         given = agent_input(body.input)
-        try:
-            execution = await self._intake.invoke(
-                project_id=scope.project_id,
-                workspace_id=scope.workspace_id,
-                agent=body.assistant_id,
-                agent_input=given,
-                idempotency_key=thread_key(record.thread_id),
-                requested_by=key.principal,
-                requester_identity=key.identity,
-                headers=headers,
-            )
-        except IdempotencyKeyReused:
-            # The thread's execution differs from this run (its input or its agent): read it
-            # only now, to say which.
-            existing = await self.execution_of(scope, record.thread_id)
-            if existing is not None and existing.agent != body.assistant_id:
-                raise assistant_mismatch(
-                    record.thread_id, existing.agent, body.assistant_id
-                ) from None
-            raise thread_has_run(record.thread_id) from None
-        if execution.agent != body.assistant_id:
-            raise assistant_mismatch(record.thread_id, execution.agent, body.assistant_id)
-        return StartedRun(record, execution, 1)
+        policy = body.multitask_strategy or "enqueue"
+        for _ in range(RACES):
+            try:
+                plan = await self.conversations.plan(record, body.assistant_id, policy)
+            except WrongAgent as wrong:
+                raise assistant_mismatch(record.thread_id, wrong.agent, body.assistant_id) from None
+            except ThreadBusy as busy:
+                raise thread_busy(record.thread_id, busy.latest) from None
+            if plan.cancels is not None:
+                # The busy turn is cancelled (a review it waits for ends with it): what
+                # Interlock's cancel route needs.
+                require_role(key, f"a run with multitask_strategy={policy}", OWNERS)
+            target = turn_execution_id_of(record, plan.turn)
+            async with self._watch_if(scope, target, key, watch) as watching:
+                try:
+                    execution = await self.conversations.start(
+                        record,
+                        plan,
+                        agent=body.assistant_id,
+                        given=given,
+                        policy=policy,
+                        requested_by=key.principal,
+                        requester_identity=key.identity,
+                        headers=headers,
+                    )
+                except TurnTaken:
+                    continue
+                yield StartedRun(record, execution, 1), watching
+                return
+        raise thread_busy(record.thread_id, None)
 
     async def _decide(
         self,
         scope: Scope,
         record: ThreadRecord,
+        execution: Execution,
         body: RunRequest,
         key: ApiKey,
         headers: dict[str, str],
@@ -307,7 +400,7 @@ class LangGraphService:
             outcome = await self._intake.decide(
                 project_id=scope.project_id,
                 workspace_id=scope.workspace_id,
-                execution_id=self.execution_id(scope, record.thread_id),
+                execution_id=execution.execution_id,
                 answer=answer,
                 reviewer=reviewer,
                 headers=headers,
@@ -321,13 +414,32 @@ class LangGraphService:
     async def run_of(
         self, scope: Scope, thread_id: str, run: str
     ) -> tuple[ThreadRecord, Execution, int]:
-        """The thread, its execution and the epoch of run ``run``; 404 when it has no such run."""
-        record, execution = await self.thread_with_execution(scope, thread_id)
-        if execution is not None:
+        """The thread, the turn that made run ``run`` and the run's epoch; 404 when the thread
+        has no such run. Turns are searched from the latest back (the run asked for is nearly
+        always the latest turn's)."""
+        record, latest = await self.latest_of(scope, thread_id)
+        execution = latest
+        while execution is not None:
             epoch = epoch_of_run(execution, run, decided=await self._decided(execution))
             if epoch is not None:
                 return record, execution, epoch
+            number = turn_number(execution)
+            execution = await self.conversations.turn(record, number - 1) if number > 1 else None
         raise Problem(404, "run-not-found", "Run not found", f"thread {thread_id} has no run {run}")
+
+    async def runs(
+        self, scope: Scope, thread_id: str, limit: int, offset: int
+    ) -> list[tuple[Execution, int]]:
+        """The thread's runs, newest first: each turn's epochs, the latest turn's first."""
+        record, latest = await self.latest_of(scope, thread_id)
+        listed: list[tuple[Execution, int]] = []
+        execution = latest
+        while execution is not None and len(listed) < offset + limit:
+            last = max(execution.epoch, 1) + (1 if await self._decided(execution) else 0)
+            listed.extend((execution, epoch) for epoch in range(last, 0, -1))
+            number = turn_number(execution)
+            execution = await self.conversations.turn(record, number - 1) if number > 1 else None
+        return listed[offset : offset + limit]
 
     async def _decided(self, execution: Execution) -> bool:
         """Has an answer been accepted for the current suspension, not yet applied: a decision
@@ -342,11 +454,10 @@ class LangGraphService:
         return holder is not None or bool(approvals)
 
     @asynccontextmanager
-    async def watching(self, scope: Scope, thread_id: str, key: ApiKey) -> AsyncIterator[Watch]:
-        """The thread's execution's activity, heard from before anything is read or started,
-        held as a stream is: one of ``key``'s slots (429 past its cap, before anything starts),
-        and ended when ``key`` is revoked (``watch.ended``)."""
-        execution_id = self.execution_id(scope, thread_id)
+    async def watching(self, scope: Scope, execution_id: str, key: ApiKey) -> AsyncIterator[Watch]:
+        """An execution's activity, heard from before anything is read or started, held as a
+        stream is: one of ``key``'s slots (429 past its cap, before anything starts), and ended
+        when ``key`` is revoked (``watch.ended``)."""
         with (
             self.bounds.slot(key),
             self._feed.watch(scope.project_id, execution_id) as watch,
@@ -434,11 +545,17 @@ def not_suspended(thread_id: str) -> Problem:
     )
 
 
-def thread_has_run(thread_id: str) -> Problem:
+def thread_busy(thread_id: str, latest: Execution | None) -> Problem:
+    """LangGraph's answer to a run on a busy thread with ``multitask_strategy='reject'``."""
+    state = "is busy" if latest is None else f"has a run {latest.status.value}"
     return Problem(
         409,
-        "thread-has-run",
-        "Thread has a run",
-        f"thread {thread_id} already runs an input: in Interlock a thread carries one execution,"
-        " resumed by decisions (command.resume); start a new thread for a new input",
+        "thread-busy",
+        "Thread is busy",
+        f"thread {thread_id} {state}: wait for it to finish, answer its review, or choose"
+        " another multitask_strategy (enqueue, interrupt or rollback)",
     )
+
+
+def turn_execution_id_of(record: ThreadRecord, turn: int) -> str:
+    return turn_execution_id(record.project_id, record.workspace_id, record.thread_id, turn)

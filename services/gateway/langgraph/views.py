@@ -1,25 +1,26 @@
 """How Interlock's executions look to a LangGraph client: threads, runs, thread states and the
 results a run waits for. Pure, no I/O.
 
-A thread's execution and its runs need no lookup table: the execution's id is derived from the
-thread's (its idempotency key, ``thread_key``), and a run's id from the execution's id and the
-epoch the run dispatched (``run_id``), so a run id is found again by recomputing the few ids an
-execution has had (one per resume).
+A thread's turns and their runs need no lookup table: a turn's execution id is derived from the
+thread's and the turn's number (shared/domain/threads.py), and a run's id from the execution's id
+and the epoch the run dispatched (``run_id``), so a run id is found again by recomputing the few
+ids a turn has had (one per resume).
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
 from shared.domain.execution import Execution, ExecutionStatus
+from shared.domain.threads import thread_of_key
 from shared.events import PendingInterrupt
 from shared.store.threads import ThreadRecord
 
 RUN_NAMESPACE = uuid.UUID("0d8c3c55-2f5e-4f0c-8f5c-4b8e5d1c7a21")
-THREAD_KEY_PREFIX = "langgraph-thread:"
 
 ThreadStatus = Literal["idle", "busy", "interrupted", "error"]
 RunStatus = Literal["pending", "running", "error", "success", "timeout", "interrupted"]
@@ -43,15 +44,10 @@ STATUSES_OF_THREAD: dict[str, tuple[ExecutionStatus, ...]] = {
 }
 
 
-def thread_key(thread_id: str) -> str:
-    """The idempotency key of a thread's execution: invoking it again finds the same one."""
-    return f"{THREAD_KEY_PREFIX}{thread_id}"
-
-
 def thread_of(execution: Execution) -> str | None:
-    """The thread an execution runs on, or None for one started through Interlock's own API."""
-    key = execution.idempotency_key or ""
-    return key.removeprefix(THREAD_KEY_PREFIX) if key.startswith(THREAD_KEY_PREFIX) else None
+    """The thread an execution is a turn of, or None for a one-off execution."""
+    turn = execution.input.turn
+    return turn.thread_id if turn is not None else thread_of_key(execution.idempotency_key)
 
 
 def run_id(execution_id: str, epoch: int) -> str:
@@ -124,18 +120,21 @@ def _reconstructed(ids: list[str], context: dict[str, Any]) -> list[PendingInter
     return [PendingInterrupt(interrupt_id=i, value=v) for i, v in zip(ids, values, strict=True)]
 
 
-def values_of(execution: Execution) -> dict[str, Any]:
+def values_of(execution: Execution, earlier: Execution | None = None) -> dict[str, Any]:
     """The graph's state as last recorded: the result once completed, the state it suspended
-    with, or the input before either."""
+    with; before either, the state of the turn it started from (``earlier``), or its input
+    when it is a thread's first turn."""
     if execution.status is ExecutionStatus.COMPLETED and isinstance(execution.result, dict):
         return dict(execution.result)
     suspension = execution.suspension
     if suspension is not None and suspension.values is not None:
         return dict(suspension.values)
+    if earlier is not None:
+        return values_of(earlier)
     return execution.input.graph_input()
 
 
-def result_of(execution: Execution) -> dict[str, Any]:
+def result_of(execution: Execution, earlier: Execution | None = None) -> dict[str, Any]:
     """What ``runs.wait`` and ``runs.join`` answer: the state, with the pending interrupts under
     ``__interrupt__``, or ``__error__`` for a run that failed (the client raises it)."""
     if execution.status is ExecutionStatus.ERROR:
@@ -146,7 +145,7 @@ def result_of(execution: Execution) -> dict[str, Any]:
                 "message": error.get("message", "the run failed"),
             }
         }
-    values = values_of(execution)
+    values = values_of(execution, earlier)
     interrupts = interrupts_of(execution)
     if interrupts:
         values["__interrupt__"] = interrupts
@@ -155,10 +154,20 @@ def result_of(execution: Execution) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class ThreadView:
-    """A thread as ``threads.get`` answers it (with its execution, if a run started one)."""
+    """A thread as ``threads.get`` answers it: with its latest turn, if a run started one, and
+    the turn that one started from while it has no values of its own."""
 
     record: ThreadRecord
     execution: Execution | None
+    earlier: Execution | None = None
+
+    @property
+    def status(self) -> ThreadStatus:
+        return THREAD_STATUS[self.execution.status] if self.execution else "idle"
+
+    @property
+    def values(self) -> dict[str, Any] | None:
+        return values_of(self.execution, self.earlier) if self.execution else None
 
     def body(self) -> dict[str, Any]:
         execution = self.execution
@@ -173,8 +182,8 @@ class ThreadView:
             "created_at": self.record.created_at.isoformat(),
             "updated_at": updated.isoformat(),
             "metadata": metadata,
-            "status": THREAD_STATUS[execution.status] if execution else "idle",
-            "values": values_of(execution) if execution else None,
+            "status": self.status,
+            "values": self.values,
             "interrupts": {task_id(execution): interrupts} if execution and interrupts else {},
         }
 
@@ -185,17 +194,21 @@ def task_id(execution: Execution) -> str:
 
 
 def checkpoint_of(thread_id: str, execution: Execution | None) -> dict[str, Any]:
-    """Interlock checkpoints once per run segment: the epoch names it."""
+    """Interlock checkpoints once per run segment: the turn and the epoch name it (a thread's
+    first turn by its epoch alone, as before threads carried several)."""
     epoch = execution.epoch if execution else 0
+    turn = execution.input.turn.turn if execution and execution.input.turn else 1
     return {
         "thread_id": thread_id,
         "checkpoint_ns": "",
-        "checkpoint_id": f"epoch-{epoch}",
+        "checkpoint_id": f"epoch-{epoch}" if turn == 1 else f"turn-{turn}-epoch-{epoch}",
         "checkpoint_map": None,
     }
 
 
-def state_of(record: ThreadRecord, execution: Execution | None) -> dict[str, Any]:
+def state_of(
+    record: ThreadRecord, execution: Execution | None, earlier: Execution | None = None
+) -> dict[str, Any]:
     """``threads.get_state``: the values, and the waiting task with its interrupts."""
     if execution is None:
         return {
@@ -222,7 +235,7 @@ def state_of(record: ThreadRecord, execution: Execution | None) -> dict[str, Any
         }
     ]
     return {
-        "values": values_of(execution),
+        "values": values_of(execution, earlier),
         "next": nodes if interrupts else [],
         "tasks": tasks if interrupts else [],
         "checkpoint": checkpoint_of(record.thread_id, execution),
@@ -245,5 +258,34 @@ def run_body(
         "updated_at": execution.updated_at.isoformat(),
         "status": run_status(execution, epoch),
         "metadata": {},
-        "multitask_strategy": "reject",
+        "multitask_strategy": execution.input.turn.policy if execution.input.turn else "reject",
     }
+
+
+def contains(actual: Any, wanted: Any) -> bool:
+    """JSON containment, as LangGraph's thread search filters metadata and values (``@>``):
+    every key of an object asked for is there with a value containing the one asked for; a
+    list contains each item asked for; anything else is equal."""
+    if isinstance(wanted, dict):
+        return isinstance(actual, dict) and all(
+            k in actual and contains(actual[k], v) for k, v in wanted.items()
+        )
+    if isinstance(wanted, list):
+        return isinstance(actual, list) and all(any(contains(a, w) for a in actual) for w in wanted)
+    return bool(actual == wanted)
+
+
+def thread_filter(
+    metadata: dict[str, Any] | None, values: dict[str, Any] | None
+) -> Callable[[ThreadView], bool] | None:
+    """What a thread search's ``metadata`` and ``values`` keep (None: everything)."""
+    if not metadata and not values:
+        return None
+
+    def matches(view: ThreadView) -> bool:
+        body = view.body()
+        return contains(body["metadata"], metadata or {}) and contains(
+            body["values"] or {}, values or {}
+        )
+
+    return matches

@@ -1,0 +1,52 @@
+"""A turn of a thread starts where the thread stands: the checkpoint of its base (the turn
+before, or a checkpoint a run forks from) is copied into the turn's own checkpoint thread before
+the turn's input runs, so the graph applies the input to the conversation so far, as LangGraph
+applies a second input on a thread (shared/domain/threads.py).
+
+The copy is a put within the run's checkpoint scope (services/sandbox/checkpoint_run.py): held
+until the run ends and stored with the run's own checkpoint, one write. A run that dies before
+that stored nothing, and its next attempt copies again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from shared.events import ThreadTurn
+
+
+class CheckpointNotFound(Exception):
+    """The checkpoint a fork names does not exist (or is not the base's)."""
+
+
+async def copy_base(saver: object, turn: ThreadTurn, config: RunnableConfig) -> bool:
+    """Copy ``turn``'s base checkpoint into the thread of ``config``; False when the base has
+    none (it ended before its first checkpoint: the turn starts from the empty state, as a
+    thread with no checkpoint does). Raises ``CheckpointNotFound`` for a fork's checkpoint that
+    is not there."""
+    if turn.base is None:
+        return False
+    if not isinstance(saver, BaseCheckpointSaver):
+        # Graphs are compiled with the sandbox's saver (services/sandbox/loading.py).
+        raise TypeError(f"the graph has no checkpoint saver to start a turn from: {saver!r}")
+    wanted: dict[str, Any] = {"thread_id": turn.base, "checkpoint_ns": ""}
+    if turn.base_checkpoint_id is not None:
+        wanted["checkpoint_id"] = turn.base_checkpoint_id
+    found = await saver.aget_tuple({"configurable": wanted})
+    if found is None:
+        if turn.base_checkpoint_id is not None:
+            raise CheckpointNotFound(
+                f"checkpoint {turn.base_checkpoint_id} of the thread {turn.thread_id} is not"
+                " stored (deleted by its retention, or never written)"
+            )
+        return False
+    target: RunnableConfig = {
+        "configurable": {"thread_id": config["configurable"]["thread_id"], "checkpoint_ns": ""}
+    }
+    metadata = {**found.metadata, "source": "fork", "forked_from": turn.base}
+    checkpoint = found.checkpoint
+    await saver.aput(target, checkpoint, metadata, dict(checkpoint["channel_versions"]))  # type: ignore[arg-type]
+    return True

@@ -1,0 +1,236 @@
+"""Issue 33 over the in-process services: a LangGraph thread carries many runs, each turn
+starting from where the one before left the conversation; a busy thread (here, one waiting for
+a review) follows the run's ``multitask_strategy``; the thread's runs, history and metadata read
+as LangGraph's. The in-memory bus runs each publish to its end before it returns, so a turn that
+is not waiting for a review has finished when its request is answered."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from services.gateway import app as gateway_app
+from services.gateway.app import GatewaySettings, create_app
+from shared.domain.execution import ExecutionStatus
+from shared.domain.threads import turn_execution_id
+from shared.store.api_keys import Role, create_key
+from tests.unit.inprocess import World
+
+CHAT = "conversation"
+ROOT = "/langgraph/projects/p1/workspaces/w1"
+
+
+def said(text: str) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": text}]}
+
+
+def replies(values: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in values["messages"] if m.get("type") == "ai"]
+
+
+@pytest.fixture
+async def http(world: World, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[httpx.AsyncClient]:
+    monkeypatch.setattr(gateway_app, "configure_logging", lambda *args, **kwargs: None)
+    built = GatewaySettings(kafka_bootstrap_servers="unused:9092", topic_prefix="mem.")
+    app = create_app(built, store=world.store, publisher=world.bus)  # type: ignore[arg-type]
+    _, owner = await create_key(
+        world.store.api_keys, project_id="p1", role=Role.OWNER, name="o", email="o@example.com"
+    )
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app),
+        base_url=f"http://gateway{ROOT}",
+        headers={"authorization": f"Bearer {owner}"},
+    ) as client:
+        yield client
+
+
+async def new_thread(http: httpx.AsyncClient) -> str:
+    created = await http.post("/threads", json={"metadata": {"case": "chat"}})
+    assert created.status_code == 200, created.text
+    thread_id: str = created.json()["thread_id"]
+    return thread_id
+
+
+async def wait(http: httpx.AsyncClient, thread_id: str, **body: Any) -> httpx.Response:
+    return await http.post(f"/threads/{thread_id}/runs/wait", json={"assistant_id": CHAT, **body})
+
+
+async def test_each_turn_of_a_thread_sees_the_turns_before(
+    http: httpx.AsyncClient, world: World
+) -> None:
+    thread_id = await new_thread(http)
+    for number, text in enumerate(["hello", "my name is Ada", "what is my name?"], start=1):
+        answer = await wait(http, thread_id, input=said(text))
+        assert answer.status_code == 200, answer.text
+        last = replies(answer.json())[-1]
+        assert last.startswith(f"turn {number}: you said {text!r}"), last
+    assert "'hello', 'my name is Ada'" in last
+    # The state grew as LangGraph's does: three human messages, three replies.
+    state = (await http.get(f"/threads/{thread_id}/state")).json()
+    assert [m["type"] for m in state["values"]["messages"]] == ["human", "ai"] * 3
+    # Each turn is an execution of its own, with its own lifecycle and audit.
+    turns = [await world.execution(turn_execution_id("p1", "w1", thread_id, n)) for n in (1, 2, 3)]
+    assert [t.status for t in turns] == [ExecutionStatus.COMPLETED] * 3
+    assert [t.input.turn.turn for t in turns if t.input.turn] == [1, 2, 3]
+    assert turns[2].input.turn is not None and turns[2].input.turn.base == turns[1].execution_id
+    runs = (await http.get(f"/threads/{thread_id}/runs")).json()
+    assert len(runs) == 3 and {r["status"] for r in runs} == {"success"}
+    history = (await http.post(f"/threads/{thread_id}/history", json={})).json()
+    assert [len(h["values"]["messages"]) for h in history] == [6, 4, 2]
+
+
+async def test_the_same_text_twice_is_two_turns(http: httpx.AsyncClient) -> None:
+    thread_id = await new_thread(http)
+    first = await wait(http, thread_id, input=said("yes"))
+    second = await wait(http, thread_id, input=said("yes"))
+    assert replies(first.json())[-1].startswith("turn 1")
+    assert replies(second.json())[-1].startswith("turn 2: you said 'yes'; before: ['yes']")
+
+
+async def suspended_thread(http: httpx.AsyncClient) -> tuple[str, dict[str, Any]]:
+    thread_id = await new_thread(http)
+    await wait(http, thread_id, input=said("hello"))
+    waiting = await wait(http, thread_id, input=said("refund my order"))
+    assert waiting.status_code == 200, waiting.text
+    [interrupt] = waiting.json()["__interrupt__"]
+    return thread_id, interrupt
+
+
+async def test_reject_refuses_a_new_input_while_the_thread_waits_for_a_review(
+    http: httpx.AsyncClient,
+) -> None:
+    thread_id, _ = await suspended_thread(http)
+    refused = await wait(http, thread_id, input=said("hi"), multitask_strategy="reject")
+    assert refused.status_code == 409, refused.text
+    assert refused.json()["type"].endswith("/thread-busy")
+    assert (await http.get(f"/threads/{thread_id}")).json()["status"] == "interrupted"
+
+
+async def test_enqueue_runs_a_new_input_once_the_review_is_answered(
+    http: httpx.AsyncClient, world: World
+) -> None:
+    thread_id, interrupt = await suspended_thread(http)
+    queued = await http.post(
+        f"/threads/{thread_id}/runs", json={"assistant_id": CHAT, "input": said("and then?")}
+    )
+    assert queued.status_code == 200, queued.text
+    assert queued.json()["status"] == "pending"
+    assert queued.json()["multitask_strategy"] == "enqueue"
+    third = await world.execution(turn_execution_id("p1", "w1", thread_id, 3))
+    assert third.status is ExecutionStatus.PENDING and third.epoch == 0
+    # The review is still the thread's to answer, and a decision answers it (not the queue).
+    state = (await http.get(f"/threads/{thread_id}/state")).json()
+    assert state["interrupts"][0]["id"] == interrupt["id"]
+    answered = await wait(http, thread_id, command={"resume": "approve"})
+    assert answered.status_code == 200, answered.text
+    final = (await http.get(f"/threads/{thread_id}/state")).json()
+    texts = [m["content"] for m in final["values"]["messages"] if m["type"] == "ai"]
+    assert "reviewer said approve" in texts[1]
+    assert texts[2].startswith("turn 3: you said 'and then?'"), texts
+
+
+@pytest.mark.parametrize("policy", ["interrupt", "rollback"])
+async def test_interrupt_and_rollback_end_the_review_and_run_the_new_input(
+    http: httpx.AsyncClient, world: World, policy: str
+) -> None:
+    thread_id, _ = await suspended_thread(http)
+    answer = await wait(http, thread_id, input=said("never mind"), multitask_strategy=policy)
+    assert answer.status_code == 200, answer.text
+    # interrupt keeps the cancelled turn's input in the state; rollback drops it, as if that
+    # turn had never run.
+    seen = ["hello", "refund my order"] if policy == "interrupt" else ["hello"]
+    last = replies(answer.json())[-1]
+    assert last == (f"turn {len(seen) + 1}: you said 'never mind'; before: {seen!r}"), last
+    humans = [m["content"] for m in answer.json()["messages"] if m["type"] == "human"]
+    assert humans == [*seen, "never mind"], humans
+    cancelled = await world.execution(turn_execution_id("p1", "w1", thread_id, 2))
+    assert cancelled.status is ExecutionStatus.CANCELLED
+    assert f"multitask_strategy={policy}" in (cancelled.audit[-1].reason or "")
+    assert cancelled.audit[-1].actor != "orchestrator"
+
+
+async def test_thread_metadata_is_updated_and_searched(http: httpx.AsyncClient) -> None:
+    thread_id = await new_thread(http)
+    await wait(http, thread_id, input=said("hello"))
+    updated = await http.patch(f"/threads/{thread_id}", json={"metadata": {"topic": "billing"}})
+    assert updated.status_code == 200, updated.text
+    assert updated.json()["metadata"] == {
+        "case": "chat",
+        "topic": "billing",
+        "graph_id": CHAT,
+        "assistant_id": CHAT,
+    }
+    found = (await http.post("/threads/search", json={"metadata": {"topic": "billing"}})).json()
+    assert [t["thread_id"] for t in found] == [thread_id]
+    by_graph = (await http.post("/threads/search", json={"metadata": {"graph_id": CHAT}})).json()
+    assert thread_id in [t["thread_id"] for t in by_graph]
+    none = (await http.post("/threads/search", json={"metadata": {"topic": "other"}})).json()
+    assert none == []
+    by_values = await http.post(
+        "/threads/search", json={"values": {"messages": [{"content": "hello"}]}}
+    )
+    assert [t["thread_id"] for t in by_values.json()] == [thread_id]
+
+
+async def test_a_session_of_the_native_api_is_a_conversation_and_a_thread(
+    http: httpx.AsyncClient, world: World
+) -> None:
+    invoke = "http://gateway/api/v1/projects/p1/workspaces/w1/invoke"
+    first = await http.post(invoke, json={"agent": CHAT, "message": "hi", "session_id": "s-1"})
+    assert first.status_code == 202, first.text
+    assert first.headers["X-Session-ID"] == "s-1"
+    assert (first.json()["session_id"], first.json()["turn"]) == ("s-1", 1)
+    second = await http.post(
+        invoke, json={"agent": CHAT, "message": "again"}, headers={"X-Session-ID": "s-1"}
+    )
+    assert second.status_code == 202, second.text
+    assert second.json()["turn"] == 2
+    done = await world.execution(second.json()["execution_id"])
+    assert done.status is ExecutionStatus.COMPLETED
+    assert done.result["messages"][-1]["content"] == "turn 2: you said 'again'; before: ['hi']"
+    session = await http.get(
+        "http://gateway/api/v1/projects/p1/sessions/s-1", params={"workspace_id": "w1"}
+    )
+    assert session.status_code == 200, session.text
+    assert [t["turn"] for t in session.json()["turns"]] == [2, 1]
+    # The same conversation through the LangGraph API.
+    thread = (await http.get("/threads/s-1")).json()
+    assert len(thread["values"]["messages"]) == 4
+    mismatch = await http.post(
+        invoke,
+        json={"agent": "refund-approval", "message": "x", "session_id": "s-1"},
+    )
+    assert mismatch.status_code == 409
+    assert mismatch.json()["type"].endswith("/session-agent-mismatch")
+    disagree = await http.post(
+        invoke,
+        json={"agent": CHAT, "message": "x", "session_id": "s-1"},
+        headers={"X-Session-ID": "s-2"},
+    )
+    assert disagree.status_code == 400 and disagree.json()["type"].endswith("/session-mismatch")
+    keyed = await http.post(
+        invoke, json={"agent": CHAT, "message": "x", "session_id": "s-1", "idempotency_key": "k"}
+    )
+    assert keyed.status_code == 400, keyed.text
+    missing = await http.get(
+        "http://gateway/api/v1/projects/p1/sessions/none", params={"workspace_id": "w1"}
+    )
+    assert missing.status_code == 404
+
+
+async def test_a_session_waiting_for_a_review_refuses_with_reject(http: httpx.AsyncClient) -> None:
+    invoke = "http://gateway/api/v1/projects/p1/workspaces/w1/invoke"
+    body = {"agent": CHAT, "session_id": "s-r"}
+    await http.post(invoke, json={**body, "message": "refund it"})
+    busy = await http.post(
+        invoke, json={**body, "message": "hello?", "multitask_strategy": "reject"}
+    )
+    assert busy.status_code == 409, busy.text
+    assert busy.json()["type"].endswith("/session-busy")
+    loose = await http.post(
+        invoke, json={"agent": CHAT, "message": "x", "multitask_strategy": "reject"}
+    )
+    assert loose.status_code == 400, loose.text
