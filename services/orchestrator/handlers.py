@@ -40,7 +40,7 @@ from shared.domain.execution import (
     new_pending_execution,
     request_of,
 )
-from shared.domain.threads import MAX_TURN_PROBES, has_run, turn_execution_id
+from shared.domain.threads import MAX_TURN_PROBES, has_run, left_state, turn_execution_id
 from shared.errors import ConcurrencyConflict, RejectedMessage
 from shared.events import (
     AgentInput,
@@ -161,7 +161,7 @@ class Orchestrator:
         """The input to dispatch the execution with as far as its thread goes, or None while
         it must wait. A turn waits until every turn before it ended: the one before, and past it
         (when that one was cancelled while it waited, so never ran) the ones before that. It
-        starts from its base's checkpoint, or, when the base never ran, from that one's base.
+        starts from its base's checkpoint, or, when the base left none, from that one's base.
         ``known``: a turn before, as just read."""
         turn = execution.input.turn
         if turn is None or execution.status is not ExecutionStatus.PENDING or execution.epoch:
@@ -188,7 +188,7 @@ class Orchestrator:
         base = turn.base
         for _ in range(MAX_TURN_PROBES):
             source = None if base is None else await turn_of(base)
-            if source is None or has_run(source) or source.input.turn is None:
+            if source is None or left_state(source) or source.input.turn is None:
                 break
             base = source.input.turn.base
         if base == turn.base:

@@ -12,9 +12,10 @@ turn's own checkpoint thread before it runs the input, as LangGraph runs a secon
 thread. Checkpoints and durable steps stay keyed by the turn's execution, so a step of turn 3 is
 never confused with one of turn 1.
 
-A base that never ran (a turn cancelled while it waited) has no checkpoint: the orchestrator
-starts the turn from that one's base instead (``resolved_base``), so what a turn sees is the
-state the turns that ran left, whatever was cancelled in between.
+A base that left no checkpoint (a turn cancelled while it waited, or in its first run before it
+stopped) has nothing to start from: the orchestrator starts the turn from that one's base instead
+(``left_state``), so what a turn sees is the state the turns that stopped left, whatever was
+cancelled in between.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from shared.domain.execution import Execution
+from shared.domain.execution import Execution, ExecutionStatus
 from shared.errors import InterlockError
 from shared.events import BusyThreadPolicy
 
@@ -63,6 +64,17 @@ def thread_of_key(idempotency_key: str | None) -> str | None:
     thread = key.removeprefix(THREAD_KEY_PREFIX)
     head, separator, tail = thread.rpartition(TURN_SEPARATOR)
     return head if separator and tail.isdigit() else thread
+
+
+def left_state(execution: Execution) -> bool:
+    """Did the turn store a checkpoint a later turn can start from? The sandbox checkpoints a
+    run when it stops (it suspends, completes or fails), so a turn that ran has one unless it
+    was cancelled in its first run, before it ever stopped."""
+    if not has_run(execution):
+        return False
+    if execution.status is not ExecutionStatus.CANCELLED:
+        return True
+    return any(entry.to_status is ExecutionStatus.SUSPENDED for entry in execution.audit)
 
 
 def has_run(execution: Execution) -> bool:

@@ -38,3 +38,7 @@ async def test_a_run_created_joined_and_cancelled(target: flows.Target) -> None:
 
 async def test_other_projects_see_nothing_and_duties_stay_separate(target: flows.Target) -> None:
     await flows.isolation_flow(target)
+
+
+async def test_a_thread_is_a_conversation_with_a_busy_thread_policy(target: flows.Target) -> None:
+    await flows.conversation_flow(target)

@@ -210,3 +210,74 @@ async def isolation_flow(target: Target) -> None:
     )
     assert accepted["status"] == "pending"
     assert (await client.threads.get(thread_id))["status"] == "interrupted"
+
+
+CHAT = "conversation"
+
+
+def said(text: str) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": text}]}
+
+
+def last_reply(values: dict[str, Any]) -> str:
+    replies = [m["content"] for m in values["messages"] if m.get("type") == "ai"]
+    return str(replies[-1]) if replies else ""
+
+
+async def conversation_flow(target: Target) -> None:
+    """A thread as a conversation: every turn sees the ones before; turn 3 waits for a review
+    while a follow-up is queued behind it (``enqueue``, the default) and a ``reject`` is
+    refused; a running turn is interrupted, and another rolled back; the thread's runs, history
+    and metadata read as LangGraph's."""
+    client = target.client()
+    thread_id = (await client.threads.create(metadata={"case": "chat"}))["thread_id"]
+    for number, text in enumerate(["hello", "my name is Ada"], start=1):
+        out = await client.runs.wait(thread_id, CHAT, input=said(text))
+        assert last_reply(out).startswith(f"turn {number}: you said {text!r}"), out
+    waiting = await client.runs.wait(thread_id, CHAT, input=said("refund my order"))
+    [interrupt] = waiting["__interrupt__"]
+    assert (await client.threads.get(thread_id))["status"] == "interrupted"
+    problem = await refused(
+        client.runs.wait(thread_id, CHAT, input=said("hi?"), multitask_strategy="reject"), 409
+    )
+    assert problem["type"].endswith("/thread-busy"), problem
+    queued = await client.runs.create(thread_id, CHAT, input=said("what is my name?"))
+    assert queued["status"] == "pending" and queued["multitask_strategy"] == "enqueue"
+    # The review is still the thread's, and the decision answers it, not the queued run.
+    state = await client.threads.get_state(thread_id)
+    assert [i["id"] for i in state["interrupts"]] == [interrupt["id"]]
+    answered = await client.runs.wait(
+        thread_id, CHAT, command={"resume": {interrupt["id"]: "approve"}}
+    )
+    assert "reviewer said approve" in last_reply(answered), answered
+    fourth = await client.runs.join(thread_id, queued["run_id"])
+    assert last_reply(fourth) == (
+        "turn 4: you said 'what is my name?'; before: ['hello', 'my name is Ada',"
+        " 'refund my order']"
+    ), fourth
+
+    # A running turn interrupted: cancelled before it stopped, so the new one starts from the
+    # turn before it (its own input is gone with it), and its run reads as interrupted.
+    slow = await client.runs.create(thread_id, CHAT, input=said("wait 20"))
+    fifth = await client.runs.wait(
+        thread_id, CHAT, input=said("stop that"), multitask_strategy="interrupt"
+    )
+    assert last_reply(fifth).startswith("turn 5: you said 'stop that'"), fifth
+    assert "wait 20" not in last_reply(fifth)
+    assert (await client.runs.get(thread_id, slow["run_id"]))["status"] == "interrupted"
+    slow = await client.runs.create(thread_id, CHAT, input=said("wait 20 again"))
+    sixth = await client.runs.wait(
+        thread_id, CHAT, input=said("forget it"), multitask_strategy="rollback"
+    )
+    assert last_reply(sixth).startswith("turn 6: you said 'forget it'"), sixth
+
+    runs = await client.runs.list(thread_id, limit=50)
+    assert runs[0]["status"] == "success" and len(runs) >= 8, runs
+    assert slow["run_id"] in [r["run_id"] for r in runs]
+    history = await client.threads.get_history(thread_id, limit=3)
+    assert [len(h["values"]["messages"]) for h in history][:1] == [12], history
+    assert (await client.threads.get(thread_id))["status"] == "idle"
+    await client.threads.update(thread_id, metadata={"topic": "billing"})
+    found = await client.threads.search(metadata={"topic": "billing"}, limit=10)
+    assert [t["thread_id"] for t in found] == [thread_id]
+    assert found[0]["metadata"]["case"] == "chat"

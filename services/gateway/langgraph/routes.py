@@ -97,6 +97,7 @@ class HistoryRequest(BaseModel):
     before: Any = None
     metadata: dict[str, Any] | None = None
     checkpoint: dict[str, Any] | None = None
+    select: list[str] | None = None
 
 
 class AssistantSearch(BaseModel):
@@ -119,6 +120,11 @@ class StreamStart:
     watch: Watch
     started: StartedRun
     modes: list[str]
+
+
+def selected(body: dict[str, Any], fields: list[str] | None) -> dict[str, Any]:
+    """Only the fields a ``select`` asks for (all without one); an unknown one is left out."""
+    return body if not fields else {k: v for k, v in body.items() if k in fields}
 
 
 def assistant_body(spec: AgentSpec, load_error: str | None = None) -> dict[str, Any]:
@@ -287,7 +293,8 @@ def build_langgraph_router(
         if refused:
             raise unsupported(f"{', '.join(refused)}: the history is read newest first, by limit")
         views = await service.history(scope_of(project_id, workspace_id), thread_id, asked.limit)
-        return [state_of(v.record, v.execution, v.earlier) for v in views]
+        states = [state_of(v.record, v.execution, v.earlier) for v in views]
+        return [selected(state, asked.select) for state in states]
 
     @router.get(f"{PREFIX}/threads/{{thread_id}}/runs", tags=TAGS)
     async def list_runs(
@@ -304,11 +311,13 @@ def build_langgraph_router(
         scope = scope_of(project_id, workspace_id)
         if status is None:
             runs = await service.runs(scope, thread_id, limit, offset)
-            return [run_body(thread_id, execution, epoch) for execution, epoch in runs]
-        # By status: a bounded read of the newest runs, filtered.
-        runs = await service.runs(scope, thread_id, 1000, 0)
-        bodies = [run_body(thread_id, execution, epoch) for execution, epoch in runs]
-        return [b for b in bodies if b["status"] == status][offset : offset + limit]
+            bodies = [run_body(thread_id, execution, epoch) for execution, epoch in runs]
+        else:
+            # By status: a bounded read of the newest runs, filtered.
+            runs = await service.runs(scope, thread_id, 1000, 0)
+            bodies = [run_body(thread_id, execution, epoch) for execution, epoch in runs]
+            bodies = [b for b in bodies if b["status"] == status][offset : offset + limit]
+        return [selected(body, select) for body in bodies]
 
     def run_path(started: StartedRun) -> str:
         """Relative to the API's root (the client's ``url``), as langgraph-sdk resolves it."""
