@@ -108,6 +108,11 @@ class ThreadTurn(BaseModel):
     policy: BusyThreadPolicy = "enqueue"
     request_id: str = Field(default_factory=new_id, min_length=1, max_length=100)
     """Tells two requests of one text apart: each is a turn of its own."""
+    kind: Literal["run", "update"] = "run"
+    """``run``: the graph runs the input. ``update``: the input's state is written to the
+    thread as a node's output (LangGraph's ``update_state``; none for a copy), nothing runs."""
+    as_node: str | None = Field(default=None, max_length=256)
+    """For an update: the node the values are written as (LangGraph's ``as_node``)."""
 
 
 class AgentInput(BaseModel):

@@ -12,6 +12,7 @@ again from the turn that won.
 from __future__ import annotations
 
 import asyncio
+from typing import Literal
 
 import structlog
 
@@ -166,7 +167,8 @@ class Conversations:
         requested_by: str | None,
         requester_identity: str | None,
         headers: dict[str, str] | None,
-        base_checkpoint_id: str | None = None,
+        kind: Literal["run", "update"] = "run",
+        as_node: str | None = None,
     ) -> Execution:
         """Start the turn ``plan`` says, then cancel the turn it replaces (``interrupt`` and
         ``rollback``: the new turn waits for that one's end, so the two never overlap). Raises
@@ -176,8 +178,9 @@ class Conversations:
             turn=plan.turn,
             after=plan.after,
             base=plan.base,
-            base_checkpoint_id=base_checkpoint_id,
             policy=policy,
+            kind=kind,
+            as_node=as_node,
         )
         try:
             execution = await self._intake.invoke(

@@ -49,6 +49,7 @@ from shared.events import (
     ExecutionDispatched,
     InterruptReview,
     PendingInterrupt,
+    ThreadTurn,
     ToolRule,
 )
 from shared.graph_tracing import GraphSpans
@@ -174,6 +175,10 @@ class AgentRunner:
             return Failed("AgentNotLoadable", str(exc)), None
         config = _run_config(dispatch, custom_headers)
         number, snapshot = await self._number_and_read(dispatch, agent, config)
+        turn = dispatch.input.turn if dispatch.input is not None else None
+        if turn is not None and turn.kind == "update":
+            attempt = Attempt(dispatch.execution_id, dispatch.epoch, number)
+            return await self._update(agent, dispatch, turn, config, snapshot, attempt), attempt
         payload = self._next_input(dispatch, snapshot, agent)
         if isinstance(payload, Suspended | Completed | Failed | Refused):
             return payload, None
@@ -211,7 +216,6 @@ class AgentRunner:
             waited = (datetime.now(UTC) - resume.decided_at).total_seconds()
             metrics.DECISION_TO_RESUME_SECONDS.observe(max(0.0, waited))
         # A thread's next turn has no checkpoint of its own yet: it starts from its base's.
-        turn = dispatch.input.turn if dispatch.input is not None else None
         starts_turn = turn is not None and snapshot.created_at is None
         token = current_fence.set(fence)
         try:
@@ -225,6 +229,44 @@ class AgentRunner:
         finally:
             current_fence.reset(token)
         return outcome, attempt
+
+    async def _update(
+        self,
+        agent: LoadedAgent,
+        dispatch: ExecutionDispatched,
+        turn: ThreadTurn,
+        config: Any,
+        snapshot: StateSnapshot,
+        attempt: Attempt,
+    ) -> RunOutcome:
+        """A turn that writes state instead of running (``update_state``, or a thread's copy):
+        from its base's checkpoint, the given values as ``as_node``'s output; its result is the
+        state after. Done once: a redelivered dispatch finds the checkpoint and reports it."""
+        if snapshot.created_at is None:
+
+            async def fence() -> None:
+                await self.ensure_current(attempt, within=FENCE_RECHECK_SECONDS)
+
+            token = current_fence.set(fence)
+            try:
+                try:
+                    await copy_base(agent.graph.checkpointer, turn, config)
+                except CheckpointNotFound as exc:
+                    return Failed("CheckpointNotFound", str(exc))
+                values = dispatch.input.graph_input() if dispatch.input is not None else {}
+                if values:
+                    try:
+                        await agent.graph.aupdate_state(config, values, as_node=turn.as_node)
+                    except Exception as exc:
+                        if is_transient(exc):
+                            raise
+                        # The graph refused the update (an unknown node, a value its reducer
+                        # cannot take): the client is told why.
+                        return Failed(type(exc).__name__, str(exc) or type(exc).__name__)
+            finally:
+                current_fence.reset(token)
+            snapshot = await agent.graph.aget_state(config)
+        return Completed(to_jsonable(snapshot.values))
 
     async def _number_and_read(
         self, dispatch: ExecutionDispatched, agent: LoadedAgent, config: Any

@@ -400,6 +400,10 @@ async def test_every_langgraph_route_refuses_a_key_confined_to_another_workspace
         "/threads": {"thread_id": victim.thread_id, "if_exists": "do_nothing"},
         "/threads/search": {"ids": [victim.thread_id]},
         "/assistants/search": {},
+        "/threads/{thread_id}": {"metadata": {"hijacked": True}},
+        "/threads/{thread_id}/state": {"values": {"messages": [{"role": "ai", "content": "x"}]}},
+        "/threads/{thread_id}/history": {},
+        "/threads/{thread_id}/copy": {},
     }
     resume = {"assistant_id": REFUND, "command": {"resume": "approve"}}
     start = {"assistant_id": REFUND, "input": REFUND_INPUT}
@@ -421,7 +425,7 @@ async def test_every_langgraph_route_refuses_a_key_confined_to_another_workspace
             problem(answer, 404, "not-found")
             assert "victim-secret" not in answer.text
             tried.append((method, route))
-    assert len(tried) == 15, tried
+    assert len(tried) == 20, tried
     await still_waiting(http, victim)
 
 

@@ -234,3 +234,66 @@ async def test_a_session_waiting_for_a_review_refuses_with_reject(http: httpx.As
         invoke, json={"agent": CHAT, "message": "x", "multitask_strategy": "reject"}
     )
     assert loose.status_code == 400, loose.text
+
+
+async def test_a_run_from_a_checkpoint_of_the_history_forks_the_thread(
+    http: httpx.AsyncClient, world: World
+) -> None:
+    thread_id = await new_thread(http)
+    for text in ("one", "two", "three"):
+        await wait(http, thread_id, input=said(text))
+    history = (await http.post(f"/threads/{thread_id}/history", json={"limit": 5})).json()
+    after_one = history[-1]["checkpoint"]["checkpoint_id"]
+    forked = await wait(http, thread_id, input=said("branch"), checkpoint_id=after_one)
+    assert forked.status_code == 200, forked.text
+    assert replies(forked.json())[-1] == "turn 2: you said 'branch'; before: ['one']"
+    # The thread is now on the new branch: its history is the fork and the turn it forked from.
+    branch = (await http.post(f"/threads/{thread_id}/history", json={})).json()
+    assert [len(h["values"]["messages"]) for h in branch] == [4, 2]
+    fork = await world.execution(turn_execution_id("p1", "w1", thread_id, 4))
+    assert fork.input.turn is not None
+    assert fork.input.turn.base == turn_execution_id("p1", "w1", thread_id, 1)
+    assert fork.audit[0].actor != "producer"
+    unknown = await wait(http, thread_id, input=said("x"), checkpoint_id="turn-9-epoch-1")
+    assert unknown.status_code == 404, unknown.text
+    moved = await wait(http, thread_id, input=said("x"), checkpoint={"checkpoint_id": "epoch-7"})
+    assert moved.status_code == 409, moved.text
+
+
+async def test_a_person_updates_the_state_and_copies_the_thread(
+    http: httpx.AsyncClient, world: World
+) -> None:
+    thread_id = await new_thread(http)
+    await wait(http, thread_id, input=said("hello"))
+    written = await http.post(
+        f"/threads/{thread_id}/state",
+        json={"values": {"messages": [{"role": "ai", "content": "edited by a person"}]}},
+    )
+    assert written.status_code == 200, written.text
+    assert written.json()["checkpoint"]["checkpoint_id"].startswith("turn-2-")
+    state = (await http.get(f"/threads/{thread_id}/state")).json()
+    assert [m["content"] for m in state["values"]["messages"]][-1] == "edited by a person"
+    update = await world.execution(turn_execution_id("p1", "w1", thread_id, 2))
+    assert update.input.turn is not None and update.input.turn.kind == "update"
+    assert (
+        update.requested_by is not None and "edited by a person" in update.input.model_dump_json()
+    )
+    following = await wait(http, thread_id, input=said("next"))
+    assert "before: ['hello']" in replies(following.json())[-1]
+    assert "edited by a person" in str(following.json()["messages"])
+    # As LangGraph: a node the graph does not have is refused (a key it does not have is not).
+    refused = await http.post(
+        f"/threads/{thread_id}/state", json={"values": {"flag": 1}, "as_node": "nonode"}
+    )
+    assert refused.status_code == 400, refused.text
+    assert "nonode" in refused.json()["detail"]
+
+    copied = await http.post(f"/threads/{thread_id}/copy")
+    assert copied.status_code == 200, copied.text
+    copy_id = copied.json()["thread_id"]
+    assert copy_id != thread_id and copied.json()["metadata"]["case"] == "chat"
+    assert copied.json()["values"] == (await http.get(f"/threads/{thread_id}")).json()["values"]
+    on_copy = await wait(http, copy_id, input=said("on the copy"))
+    assert "before: ['hello', 'next']" in replies(on_copy.json())[-1]
+    original = (await http.get(f"/threads/{thread_id}/state")).json()
+    assert "on the copy" not in str(original["values"])

@@ -107,6 +107,11 @@ def calls(thread: str, run: str) -> dict[tuple[str, str], tuple[str, dict[str, A
         ("GET", "/threads/{thread_id}/state"): (f"/threads/{thread}/state", None),
         ("PATCH", "/threads/{thread_id}"): (f"/threads/{thread}", {"metadata": {"case": "x"}}),
         ("POST", "/threads/{thread_id}/history"): (f"/threads/{thread}/history", {}),
+        ("POST", "/threads/{thread_id}/state"): (
+            f"/threads/{thread}/state",
+            {"values": {"messages": [{"role": "ai", "content": "x"}]}},
+        ),
+        ("POST", "/threads/{thread_id}/copy"): (f"/threads/{thread}/copy", None),
         ("GET", "/threads/{thread_id}/runs"): (f"/threads/{thread}/runs", None),
         ("POST", "/threads/{thread_id}/runs"): (f"/threads/{thread}/runs", RESUME),
         ("POST", "/runs"): ("/runs", START),

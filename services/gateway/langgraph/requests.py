@@ -50,6 +50,12 @@ class RunRequest(BaseModel):
     strict_resume: bool | None = None
     langsmith_tracer: Any = None
 
+    def fork_checkpoint(self) -> str | None:
+        """The checkpoint a run with an input starts from (``checkpoint_id``, or
+        ``checkpoint.checkpoint_id``), or None: the thread's latest."""
+        given = self.checkpoint_id or (self.checkpoint or {}).get("checkpoint_id")
+        return str(given) if given is not None else None
+
     def modes(self) -> list[str]:
         """The stream modes asked for (``values`` when none, as LangGraph does)."""
         asked = self.stream_mode or ["values"]
@@ -82,8 +88,10 @@ def refuse_unsupported(body: RunRequest) -> None:
         "interrupt_before": body.interrupt_before,
         "interrupt_after": body.interrupt_after,
         "webhook": body.webhook,
-        "checkpoint": body.checkpoint,
-        "checkpoint_id": body.checkpoint_id,
+        # A decision answers the thread's latest review; a fork starts with an input.
+        "checkpoint with command": (body.checkpoint or body.checkpoint_id)
+        if body.command is not None
+        else None,
         "after_seconds": body.after_seconds,
         "config": body.config or None,
         "context": body.context or None,

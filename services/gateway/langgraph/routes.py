@@ -35,6 +35,7 @@ from services.gateway.langgraph.service import (
 from services.gateway.langgraph.streaming import Messages, run_events
 from services.gateway.langgraph.views import (
     ThreadView,
+    checkpoint_of,
     result_of,
     run_body,
     run_id,
@@ -45,7 +46,7 @@ from services.gateway.openapi import json_body
 from services.gateway.problems import Problem
 from shared.agents import AgentRegistry, AgentSpec
 from shared.custom_headers import within_limits
-from shared.domain.execution import Execution
+from shared.domain.execution import Execution, ExecutionStatus
 from shared.events import Identifier
 from shared.store.api_keys import ApiKey, ApiKeys
 
@@ -88,6 +89,15 @@ class ThreadUpdate(BaseModel):
 
     metadata: dict[str, Any] = Field(default_factory=dict)
     ttl: Any = None
+
+
+class StateUpdate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    values: dict[str, Any] | None = None
+    as_node: str | None = Field(default=None, max_length=256)
+    checkpoint: dict[str, Any] | None = None
+    checkpoint_id: str | None = Field(default=None, max_length=256)
 
 
 class HistoryRequest(BaseModel):
@@ -271,6 +281,62 @@ def build_langgraph_router(
             raise unsupported("ttl: a thread is kept until deleted")
         view = await service.update_thread(
             scope_of(project_id, workspace_id), thread_id, asked.metadata
+        )
+        return view.body()
+
+    @router.post(
+        f"{PREFIX}/threads/{{thread_id}}/state",
+        tags=TAGS,
+        openapi_extra=json_body(StateUpdate, required=True),
+    )
+    async def update_state(
+        request: Request,
+        project_id: Identifier,
+        workspace_id: Identifier,
+        thread_id: Identifier,
+        raw: RawBody = None,
+        key: ApiKey = anyone,
+    ) -> dict[str, Any]:
+        """Write the thread's state as a node's output (``threads.update_state``): a turn of
+        its own, audited with who wrote what; answered once written, with its checkpoint."""
+        require_role(key, "updating a thread's state", WRITERS)
+        asked = json_object(raw, StateUpdate, required=True)
+        fork = asked.checkpoint_id or (asked.checkpoint or {}).get("checkpoint_id")
+        execution = await service.update_state(
+            scope_of(project_id, workspace_id),
+            thread_id,
+            asked.values or {},
+            asked.as_node,
+            None if fork is None else str(fork),
+            key,
+            within_limits(request.headers.items()),
+        )
+        if execution.status is not ExecutionStatus.COMPLETED:
+            error = execution.error or {}
+            raise Problem(
+                400,
+                "state-update-refused",
+                "State update refused",
+                f"the graph refused the update: {error.get('message', execution.status.value)}",
+                error_type=error.get("error_type"),
+            )
+        return {"checkpoint": checkpoint_of(thread_id, execution)}
+
+    @router.post(f"{PREFIX}/threads/{{thread_id}}/copy", tags=TAGS)
+    async def copy_thread(
+        request: Request,
+        project_id: Identifier,
+        workspace_id: Identifier,
+        thread_id: Identifier,
+        key: ApiKey = anyone,
+    ) -> dict[str, Any]:
+        """A new thread with this one's state and metadata (``threads.copy``)."""
+        require_role(key, "copying a thread", WRITERS)
+        view = await service.copy_thread(
+            scope_of(project_id, workspace_id),
+            thread_id,
+            key,
+            within_limits(request.headers.items()),
         )
         return view.body()
 

@@ -12,10 +12,12 @@ cap), ends when its key is revoked (401), and lives at most the streams' lifetim
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Literal
 
 import structlog
 
@@ -28,6 +30,7 @@ from services.gateway.langgraph.requests import RunRequest, agent_input, review_
 from services.gateway.langgraph.views import (
     STATUSES_OF_THREAD,
     ThreadView,
+    checkpoint_turn,
     epoch_of_run,
     segment_done,
     thread_of,
@@ -38,6 +41,7 @@ from shared.domain.execution import Execution, ExecutionStatus
 from shared.domain.principals import Reviewer
 from shared.domain.threads import ThreadBusy, turn_execution_id, turn_number
 from shared.errors import InterlockError
+from shared.events import AgentInput, BusyThreadPolicy
 from shared.store.api_keys import ApiKey
 from shared.store.errors import StoreUnavailable
 from shared.store.ports import Store
@@ -59,6 +63,19 @@ of history."""
 class Scope:
     project_id: str
     workspace_id: str
+
+
+@dataclass(frozen=True)
+class NewTurn:
+    """What a new turn of a thread is: its agent and input, its policy on a busy thread, a run
+    or an update of the state, and the turn it starts from when not the latest (a fork)."""
+
+    agent: str
+    given: AgentInput
+    policy: BusyThreadPolicy
+    kind: Literal["run", "update"] = "run"
+    as_node: str | None = None
+    base: str | None = None
 
 
 @dataclass(frozen=True)
@@ -306,7 +323,13 @@ class LangGraphService:
             # Roles first: a key that may not start a run creates no thread either.
             require_role(key, "starting a run", WRITERS)
             record = await self._thread_for(scope, thread_id, body, stateless)
-            async with self._new_turn(scope, record, body, key, headers, watch) as started:
+            turn = NewTurn(
+                agent=body.assistant_id,
+                given=agent_input(body.input),
+                policy=body.multitask_strategy or "enqueue",
+                base=await self.forked_from(record, body.fork_checkpoint()),
+            )
+            async with self._new_turn(scope, record, key, headers, watch, turn) as started:
                 yield started
             return
         require_role(key, "resuming a run", OWNERS)
@@ -346,42 +369,131 @@ class LangGraphService:
         self,
         scope: Scope,
         record: ThreadRecord,
-        body: RunRequest,
         key: ApiKey,
         headers: dict[str, str],
         watch: bool,
+        turn: NewTurn,
     ) -> AsyncIterator[tuple[StartedRun, Watch | None]]:
-        given = agent_input(body.input)
-        policy = body.multitask_strategy or "enqueue"
+        """Start the thread's next turn as ``turn`` says, planned again while other requests
+        take the turn planned (at most ``RACES`` times)."""
         for _ in range(RACES):
             try:
-                plan = await self.conversations.plan(record, body.assistant_id, policy)
+                plan = await self.conversations.plan(record, turn.agent, turn.policy)
             except WrongAgent as wrong:
-                raise assistant_mismatch(record.thread_id, wrong.agent, body.assistant_id) from None
+                raise assistant_mismatch(record.thread_id, wrong.agent, turn.agent) from None
             except ThreadBusy as busy:
                 raise thread_busy(record.thread_id, busy.latest) from None
             if plan.cancels is not None:
                 # The busy turn is cancelled (a review it waits for ends with it): what
                 # Interlock's cancel route needs.
-                require_role(key, f"a run with multitask_strategy={policy}", OWNERS)
+                require_role(key, f"a run with multitask_strategy={turn.policy}", OWNERS)
+            if turn.base is not None:
+                plan = dataclasses.replace(plan, base=turn.base)
             target = turn_execution_id_of(record, plan.turn)
             async with self._watch_if(scope, target, key, watch) as watching:
                 try:
                     execution = await self.conversations.start(
                         record,
                         plan,
-                        agent=body.assistant_id,
-                        given=given,
-                        policy=policy,
+                        agent=turn.agent,
+                        given=turn.given,
+                        policy=turn.policy,
                         requested_by=key.principal,
                         requester_identity=key.identity,
                         headers=headers,
+                        kind=turn.kind,
+                        as_node=turn.as_node,
                     )
                 except TurnTaken:
                     continue
                 yield StartedRun(record, execution, 1), watching
                 return
         raise thread_busy(record.thread_id, None)
+
+    async def forked_from(self, record: ThreadRecord, checkpoint_id: str | None) -> str | None:
+        """The turn a run from ``checkpoint_id`` starts from (a fork: a new branch of the
+        thread, its history that turn's and those before it); None without one. A checkpoint is
+        a turn's state as the thread's history lists it: a turn that moved on since (a later
+        run of it) is not that state any more."""
+        if checkpoint_id is None:
+            return None
+        named = checkpoint_turn(checkpoint_id)
+        turn = None if named is None else await self.conversations.turn(record, named[0])
+        if named is None or turn is None:
+            raise Problem(
+                404,
+                "checkpoint-not-found",
+                "Checkpoint not found",
+                f"thread {record.thread_id} has no checkpoint {checkpoint_id!r} (take one from"
+                " its history)",
+            )
+        if turn.epoch != named[1] or not turn.status.is_terminal:
+            raise Problem(
+                409,
+                "checkpoint-moved",
+                "Checkpoint moved on",
+                f"checkpoint {checkpoint_id!r} is turn {named[0]} as it was; that turn has run"
+                " on since, or still runs: fork from a checkpoint of the thread's history now",
+            )
+        return turn.execution_id
+
+    async def update_state(
+        self,
+        scope: Scope,
+        thread_id: str,
+        values: dict[str, object],
+        as_node: str | None,
+        checkpoint_id: str | None,
+        key: ApiKey,
+        headers: dict[str, str],
+    ) -> Execution:
+        """A person writes the thread's state (``threads.update_state``): a turn of its own
+        that runs nothing, audited with who and what (its input is the values), answered once
+        written. Refused on a busy thread: a run under way, or a review waiting, owns the
+        state."""
+        record, latest = await self.latest_of(scope, thread_id)
+        if latest is None:
+            raise Problem(
+                409,
+                "thread-not-run",
+                "Thread has not run",
+                f"thread {thread_id} has no state to update yet: start it with a run",
+            )
+        turn = NewTurn(
+            agent=latest.agent,
+            given=agent_input(values) if values else AgentInput(state={}),
+            policy="reject",
+            kind="update",
+            as_node=as_node,
+            base=await self.forked_from(record, checkpoint_id),
+        )
+        async with self._new_turn(scope, record, key, headers, True, turn) as (started, watch):
+            assert watch is not None
+            return await self.wait(watch, started.execution, None)
+
+    async def copy_thread(
+        self, scope: Scope, thread_id: str, key: ApiKey, headers: dict[str, str]
+    ) -> ThreadView:
+        """A new thread holding this one's state (``threads.copy``): its first turn starts from
+        this one's latest and runs nothing."""
+        record, latest = await self.latest_of(scope, thread_id)
+        copy, _ = await self.create_thread(scope, None, dict(record.metadata), None)
+        if latest is None:
+            return ThreadView(copy, None)
+        source = await self.conversations.answerable(latest)
+        if source is None or not source.status.is_terminal:
+            raise thread_busy(thread_id, latest)
+        turn = NewTurn(
+            agent=latest.agent,
+            given=AgentInput(state={}),
+            policy="reject",
+            kind="update",
+            base=source.execution_id,
+        )
+        async with self._new_turn(scope, copy, key, headers, True, turn) as (started, watch):
+            assert watch is not None
+            done = await self.wait(watch, started.execution, None)
+        return await self.view(copy, done)
 
     async def _decide(
         self,

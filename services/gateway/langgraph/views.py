@@ -206,6 +206,16 @@ def checkpoint_of(thread_id: str, execution: Execution | None) -> dict[str, Any]
     }
 
 
+def checkpoint_turn(checkpoint_id: str) -> tuple[int, int] | None:
+    """The (turn, epoch) a checkpoint id of ``checkpoint_of`` names, or None for another id."""
+    turn, epoch = "1", checkpoint_id.removeprefix("epoch-")
+    if checkpoint_id.startswith("turn-"):
+        turn, _, epoch = checkpoint_id.removeprefix("turn-").partition("-epoch-")
+    if not (turn.isdigit() and epoch.isdigit()) or checkpoint_id == epoch or int(turn) < 1:
+        return None
+    return int(turn), int(epoch)
+
+
 def state_of(
     record: ThreadRecord, execution: Execution | None, earlier: Execution | None = None
 ) -> dict[str, Any]:
