@@ -281,3 +281,30 @@ async def conversation_flow(target: Target) -> None:
     found = await client.threads.search(metadata={"topic": "billing"}, limit=10)
     assert [t["thread_id"] for t in found] == [thread_id]
     assert found[0]["metadata"]["case"] == "chat"
+
+    # Time travel: the history is the branch the thread is on (the interrupted turn that left
+    # no state and the rolled-back one are not on it); a run from its second checkpoint forks.
+    history = await client.threads.get_history(thread_id, limit=20)
+    assert [len(h["values"]["messages"]) for h in history] == [12, 10, 8, 6, 4, 2], history
+    second = history[-2]["checkpoint"]["checkpoint_id"]
+    branch = await client.runs.wait(thread_id, CHAT, input=said("branch"), checkpoint_id=second)
+    assert last_reply(branch) == (
+        "turn 3: you said 'branch'; before: ['hello', 'my name is Ada']"
+    ), branch
+    branched = await client.threads.get_history(thread_id, limit=20)
+    assert [len(h["values"]["messages"]) for h in branched] == [6, 4, 2], branched
+    # A person edits the state; the next turn sees the edit.
+    note = {"messages": [{"role": "ai", "content": "a note from a person"}]}
+    written = await client.threads.update_state(thread_id, note)
+    assert written["checkpoint"]["checkpoint_id"], written
+    state = await client.threads.get_state(thread_id)
+    assert state["values"]["messages"][-1]["content"] == "a note from a person", state
+    after_note = await client.runs.wait(thread_id, CHAT, input=said("seen the note?"))
+    assert "a note from a person" in str(after_note["messages"]), after_note
+    # A copy holds the state; runs on it leave the original alone.
+    copy = await client.threads.copy(thread_id)
+    assert copy is not None and copy["thread_id"] != thread_id  # type: ignore[index]
+    copy_id = copy["thread_id"]  # type: ignore[index]
+    on_copy = await client.runs.wait(copy_id, CHAT, input=said("on the copy"))
+    assert "'seen the note?'" in last_reply(on_copy), on_copy
+    assert "on the copy" not in str((await client.threads.get_state(thread_id))["values"])
