@@ -303,8 +303,8 @@ async def conversation_flow(target: Target) -> None:
     assert "a note from a person" in str(after_note["messages"]), after_note
     # A copy holds the state; runs on it leave the original alone.
     copy = await client.threads.copy(thread_id)
-    assert copy is not None and copy["thread_id"] != thread_id  # type: ignore[index]
-    copy_id = copy["thread_id"]  # type: ignore[index]
+    assert copy is not None and copy["thread_id"] != thread_id
+    copy_id = copy["thread_id"]
     on_copy = await client.runs.wait(copy_id, CHAT, input=said("on the copy"))
     assert "'seen the note?'" in last_reply(on_copy), on_copy
     assert "on the copy" not in str((await client.threads.get_state(thread_id))["values"])
