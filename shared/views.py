@@ -52,6 +52,48 @@ class DecisionView(BaseModel):
     """Approvals given but not counted when the quorum completed, each with why."""
 
 
+ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
+MAX_CONVERSATION = 200
+"""At most this many messages of a conversation are shown beside a review (the latest)."""
+
+
+class ConversationLine(BaseModel):
+    role: str
+    content: str
+
+
+def conversation_of(execution: Execution) -> list[ConversationLine] | None:
+    """The conversation a later turn of a session waits in, as its state held it when it
+    suspended: every turn's messages so far, as role and text (None for a first turn, or a
+    state without messages). A reviewer of turn 3 sees what turns 1 and 2 said."""
+    turn = execution.input.turn
+    suspension = execution.suspension
+    if turn is None or turn.turn == 1 or suspension is None or suspension.values is None:
+        return None
+    messages = suspension.values.get("messages")
+    if not isinstance(messages, list):
+        return None
+    lines = []
+    for message in messages[-MAX_CONVERSATION:]:
+        if not isinstance(message, dict):
+            continue
+        role = message.get("role") or ROLES.get(str(message.get("type")), str(message.get("type")))
+        content = message.get("content")
+        text = content if isinstance(content, str) else _text_of(content)
+        if text:
+            lines.append(ConversationLine(role=str(role), content=text))
+    return lines
+
+
+def _text_of(content: Any) -> str:
+    """The text of LangChain content blocks (``[{"type": "text", "text": ...}]``)."""
+    if not isinstance(content, list):
+        return ""
+    return " ".join(
+        str(block.get("text", "")) for block in content if isinstance(block, dict)
+    ).strip()
+
+
 class ExecutionView(BaseModel):
     execution_id: str
     project_id: str
@@ -74,6 +116,11 @@ class ExecutionView(BaseModel):
     decisions: list[DecisionView] = Field(default_factory=list)
     approvals: list[ApprovalView] = Field(default_factory=list)
     """Approvals so far toward the current suspension's decision, when it needs several."""
+    session_id: str | None = None
+    """The session (LangGraph thread) this execution is a turn of."""
+    turn: int | None = None
+    conversation: list[ConversationLine] | None = None
+    """While a later turn of a session waits for a review: the session's messages so far."""
 
     @classmethod
     def of(cls, execution: Execution) -> ExecutionView:
@@ -90,6 +137,8 @@ class ExecutionView(BaseModel):
                 DecisionView(**d.model_dump(exclude={"decision_id", "values"}))
                 for d in execution.decisions
             ],
+            session_id=execution.input.turn.thread_id if execution.input.turn else None,
+            turn=execution.input.turn.turn if execution.input.turn else None,
         )
         suspension = execution.suspension
         if execution.status is ExecutionStatus.SUSPENDED and suspension is not None:
@@ -99,6 +148,7 @@ class ExecutionView(BaseModel):
             view.generation = suspension.suspension_id
             view.reviews = reviews_of(execution)
             view.suspended_at = suspension.suspended_at
+            view.conversation = conversation_of(execution)
         if execution.status is ExecutionStatus.COMPLETED:
             view.result = execution.result
         if execution.status is ExecutionStatus.ERROR:

@@ -195,9 +195,14 @@ class Conversations:
             )
         except IdempotencyKeyReused:
             raise TurnTaken(plan.turn) from None
-        await self._store.threads.note_turn(
-            record.project_id, record.workspace_id, record.thread_id, plan.turn
-        )
+        try:
+            await self._store.threads.note_turn(
+                record.project_id, record.workspace_id, record.thread_id, plan.turn
+            )
+        except Exception:
+            # Only a hint (readers probe past it): the turn is stored and on its way, and a 503
+            # now would have the client send it again as another turn.
+            log.warning("thread.turn_not_noted", thread_id=record.thread_id, turn=plan.turn)
         if plan.cancels is not None:
             await self._cancel(plan.cancels, execution, policy, requested_by)
         return execution

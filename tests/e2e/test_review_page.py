@@ -19,6 +19,7 @@ import os
 import re
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -196,9 +197,9 @@ class Api:
         self.client = client
         self.workspace = workspace
 
-    def invoke(self, agent: str, message: str) -> str:
+    def invoke(self, agent: str, message: str, **extra: Any) -> str:
         url = f"/api/v1/projects/{PROJECT}/workspaces/{self.workspace}/invoke"
-        response = self.client.post(url, json={"agent": agent, "message": message})
+        response = self.client.post(url, json={"agent": agent, "message": message, **extra})
         assert response.status_code == 202, response.text
         return str(response.json()["execution_id"])
 
@@ -448,6 +449,30 @@ def test_an_interrupt_that_declares_no_decisions_is_answered_with_its_value(
     assert done["result"]["sent"] == "Your order ships on Monday."
     [decision] = api.get(execution_id, "/audit")["decisions"]
     assert decision["resume"] == {"edited_text": "Your order ships on Monday."}
+    assert page.script_errors() == []
+
+
+def test_a_later_turn_of_a_session_is_reviewed_beside_the_conversation_so_far(
+    page: ReviewPage, api: Api, owner_key: str, workspace: str
+) -> None:
+    """Turn 2 of a session waits for a review: the window shows what turn 1 said, and the
+    answer resumes turn 2, which knows turn 1."""
+    first = api.invoke("conversation", "my name is Ada", session_id="review-session")
+    deadline = time.monotonic() + WAIT
+    while api.get(first)["status"] != "completed":
+        assert time.monotonic() < deadline, api.get(first)
+        time.sleep(0.2)
+    second = api.invoke("conversation", "refund my order please", session_id="review-session")
+    page.sign_in(owner_key, PROJECT, workspace)
+    page.row(second)
+    page.open_review(second)
+    page.wait_text("review-conversation-title", "turn 2 of session review-session")
+    assert "my name is Ada" in page.text_of("review-conversation")
+    page.choose("decision", "approve")
+    page.submit()
+    page.wait_text("progress-status", "completed")
+    answer = api.get(second)["result"]["messages"][-1]["content"]
+    assert answer.endswith("before: ['my name is Ada']; reviewer said approve"), answer
     assert page.script_errors() == []
 
 

@@ -297,3 +297,27 @@ async def test_a_person_updates_the_state_and_copies_the_thread(
     assert "before: ['hello', 'next']" in replies(on_copy.json())[-1]
     original = (await http.get(f"/threads/{thread_id}/state")).json()
     assert "on the copy" not in str(original["values"])
+
+
+async def test_a_later_turn_waiting_for_review_shows_the_conversation_so_far(
+    http: httpx.AsyncClient,
+) -> None:
+    thread_id, _ = await suspended_thread(http)
+    [waiting] = (await http.get(f"/threads/{thread_id}/runs", params={"limit": 1})).json()
+    execution = await http.get(
+        f"http://gateway/api/v1/projects/p1/sessions/{thread_id}", params={"workspace_id": "w1"}
+    )
+    latest = execution.json()["turns"][0]["execution_id"]
+    view = (
+        await http.get(
+            f"http://gateway/api/v1/projects/p1/executions/{latest}",
+            params={"workspace_id": "w1"},
+        )
+    ).json()
+    assert (view["session_id"], view["turn"]) == (thread_id, 2)
+    assert view["conversation"] == [
+        {"role": "user", "content": "hello"},
+        {"role": "assistant", "content": "turn 1: you said 'hello'; before: []"},
+        {"role": "user", "content": "refund my order"},
+    ]
+    assert waiting["status"] == "success"

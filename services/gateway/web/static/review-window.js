@@ -185,6 +185,13 @@ function renderRequest(execution) {
       el("blockquote", {}, m.role === "user" ? null : el("span", { className: "role" }, `${m.role}: `), plain(m.content, 2)),
     ),
   );
+  // A later turn of a session: what the earlier turns said, as the agent saw them.
+  const conversation = execution.conversation ?? [];
+  show($("review-conversation-section"), conversation.length > 0);
+  setText($("review-conversation-title"), `The conversation so far (turn ${execution.turn ?? 1} of session ${execution.session_id ?? ""})`);
+  $("review-conversation").replaceChildren(
+    ...conversation.map((m) => el("blockquote", {}, el("span", { className: "role" }, `${m.role}: `), plain(m.content, 2))),
+  );
   setText($("review-reason"), execution.status === "suspended" ? suspendReason(execution) : "—");
   const context = execution.suspend_context;
   show($("review-context-section"), Boolean(context));
