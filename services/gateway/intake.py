@@ -122,7 +122,9 @@ class Intake:
     ) -> Execution:
         if self._registry.get(agent) is None:
             raise UnknownAgent(agent, self._registry.names())
-        if agent_input.state is not None:
+        updates = agent_input.turn is not None and agent_input.turn.kind == "update"
+        if agent_input.state is not None and not updates:
+            # A state update writes the graph's channels, not its input: any key it has.
             await self._check_input_keys(agent, agent_input.state)
         execution_id = execution_id_for(project_id, workspace_id, idempotency_key)
         event = ExecutionRequested(

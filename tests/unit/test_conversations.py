@@ -321,3 +321,13 @@ async def test_a_later_turn_waiting_for_review_shows_the_conversation_so_far(
         {"role": "user", "content": "refund my order"},
     ]
     assert waiting["status"] == "success"
+
+
+async def test_deleting_a_thread_is_refused_in_words(http: httpx.AsyncClient) -> None:
+    thread_id = await new_thread(http)
+    refused = await http.delete(f"/threads/{thread_id}")
+    assert refused.status_code == 405, refused.text
+    assert refused.headers["content-type"].startswith("application/problem+json")
+    assert refused.json()["type"].endswith("/thread-delete-unsupported")
+    assert (await http.get(f"/threads/{thread_id}")).status_code == 200
+    assert (await http.delete("/threads/no-such-thread")).status_code == 404

@@ -106,6 +106,7 @@ def calls(thread: str, run: str) -> dict[tuple[str, str], tuple[str, dict[str, A
         ("GET", "/threads/{thread_id}"): (f"/threads/{thread}", None),
         ("GET", "/threads/{thread_id}/state"): (f"/threads/{thread}/state", None),
         ("PATCH", "/threads/{thread_id}"): (f"/threads/{thread}", {"metadata": {"case": "x"}}),
+        ("DELETE", "/threads/{thread_id}"): (f"/threads/{thread}", None),
         ("POST", "/threads/{thread_id}/history"): (f"/threads/{thread}/history", {}),
         ("POST", "/threads/{thread_id}/state"): (
             f"/threads/{thread}/state",
