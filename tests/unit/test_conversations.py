@@ -124,6 +124,8 @@ async def test_enqueue_runs_a_new_input_once_the_review_is_answered(
     # The review is still the thread's to answer, and a decision answers it (not the queue).
     state = (await http.get(f"/threads/{thread_id}/state")).json()
     assert state["interrupts"][0]["id"] == interrupt["id"]
+    waiting = (await http.post("/threads/search", json={"status": "interrupted"})).json()
+    assert thread_id in [t["thread_id"] for t in waiting]
     answered = await wait(http, thread_id, command={"resume": "approve"})
     assert answered.status_code == 200, answered.text
     final = (await http.get(f"/threads/{thread_id}/state")).json()

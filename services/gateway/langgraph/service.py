@@ -267,7 +267,8 @@ class LangGraphService:
         self, scope: Scope, statuses: tuple[ExecutionStatus, ...], wanted: int
     ) -> list[tuple[str, Execution]]:
         """Threads whose latest turn is in ``statuses``: the executions in them, each kept when
-        no turn follows it (an older turn of a thread tells nothing of the thread now)."""
+        no turn follows it but one queued behind it (an older turn tells nothing of the thread
+        now)."""
         found: dict[str, Execution] = {}
         for status in statuses:
             cursor: str | None = None
@@ -298,7 +299,11 @@ class LangGraphService:
         record = ThreadRecord(
             project_id=execution.project_id, workspace_id=execution.workspace_id, thread_id=thread
         )
-        return await self.conversations.turn(record, (turn.turn if turn else 1) + 1) is None
+        following = await self.conversations.turn(record, (turn.turn if turn else 1) + 1)
+        # A turn queued behind this one leaves it the one the thread shows (``view``).
+        return following is None or (
+            following.status is ExecutionStatus.PENDING and following.epoch == 0
+        )
 
     # --- runs -----------------------------------------------------------------------------
 
