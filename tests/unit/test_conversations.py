@@ -80,6 +80,11 @@ async def test_each_turn_of_a_thread_sees_the_turns_before(
     assert len(runs) == 3 and {r["status"] for r in runs} == {"success"}
     history = (await http.post(f"/threads/{thread_id}/history", json={})).json()
     assert [len(h["values"]["messages"]) for h in history] == [6, 4, 2]
+    assert [h["parent_checkpoint"] for h in history] == [
+        history[1]["checkpoint"],
+        history[2]["checkpoint"],
+        None,
+    ]
 
 
 async def test_the_same_text_twice_is_two_turns(http: httpx.AsyncClient) -> None:

@@ -378,6 +378,9 @@ def build_langgraph_router(
             raise unsupported(f"{', '.join(refused)}: the history is read newest first, by limit")
         views = await service.history(scope_of(project_id, workspace_id), thread_id, asked.limit)
         states = [state_of(v.record, v.execution, v.earlier) for v in views]
+        # Each state's parent is the turn it started from: the next one listed.
+        for state, parent in zip(states, states[1:], strict=False):
+            state["parent_checkpoint"] = parent["checkpoint"]
         return [selected(state, asked.select) for state in states]
 
     @router.get(f"{PREFIX}/threads/{{thread_id}}/runs", tags=TAGS)
