@@ -23,6 +23,7 @@ from shared.domain.execution import Execution, ExecutionStatus
 from shared.domain.threads import (
     MAX_TURN_PROBES,
     TurnPlan,
+    has_run,
     plan_turn,
     turn_execution_id,
     turn_key,
@@ -130,13 +131,14 @@ class Conversations:
 
     async def answerable(self, latest: Execution | None) -> Execution | None:
         """The turn a decision answers: the latest one that ran (a turn queued behind a review
-        waits for that review)."""
+        waits for that review; one cancelled while it waited never ran)."""
         execution = latest
         for _ in range(MAX_TURN_PROBES):
             if execution is None or execution.input.turn is None:
                 return execution
             queued = execution.status is ExecutionStatus.PENDING and execution.epoch == 0
-            if not queued or execution.input.turn.after is None:
+            dropped = execution.status.is_terminal and not has_run(execution)
+            if not (queued or dropped) or execution.input.turn.after is None:
                 return execution
             try:
                 execution = await self._intake.get(

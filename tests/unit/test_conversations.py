@@ -338,3 +338,39 @@ async def test_deleting_a_thread_is_refused_in_words(http: httpx.AsyncClient) ->
     assert refused.json()["type"].endswith("/thread-delete-unsupported")
     assert (await http.get(f"/threads/{thread_id}")).status_code == 200
     assert (await http.delete("/threads/no-such-thread")).status_code == 404
+
+
+async def test_a_queued_turn_cancelled_while_it_waits_is_skipped_by_the_turns_after_it(
+    http: httpx.AsyncClient, world: World
+) -> None:
+    thread_id = await new_thread(http)
+    waiting = await wait(http, thread_id, input=said("refund my order"))
+    [interrupt] = waiting.json()["__interrupt__"]
+    second = (
+        await http.post(
+            f"/threads/{thread_id}/runs", json={"assistant_id": CHAT, "input": said("second")}
+        )
+    ).json()
+    third = (
+        await http.post(
+            f"/threads/{thread_id}/runs", json={"assistant_id": CHAT, "input": said("third")}
+        )
+    ).json()
+    assert second["status"] == third["status"] == "pending"
+    cancelled = await http.post(f"/threads/{thread_id}/runs/{second['run_id']}/cancel")
+    assert cancelled.status_code == 202, cancelled.text
+    # Turn 3 still waits: turn 1's review is not answered.
+    turn_three = await world.execution(turn_execution_id("p1", "w1", thread_id, 3))
+    assert turn_three.status is ExecutionStatus.PENDING and turn_three.epoch == 0
+    answered = await wait(http, thread_id, command={"resume": {interrupt["id"]: "reject"}})
+    assert answered.status_code == 200, answered.text
+    assert "reviewer said reject" in replies(answered.json())[-1], answered.json()
+    done = (await http.get(f"/threads/{thread_id}/runs/{third['run_id']}/join")).json()
+    # Turn 3 ran after turn 1, on turn 1's state: the cancelled turn's input is not in it.
+    assert replies(done)[-1] == "turn 2: you said 'third'; before: ['refund my order']", done
+    turn_three = await world.execution(turn_execution_id("p1", "w1", thread_id, 3))
+    assert turn_three.input.turn is not None
+    assert turn_three.input.turn.base == turn_execution_id("p1", "w1", thread_id, 1)
+    runs = (await http.get(f"/threads/{thread_id}/runs")).json()
+    statuses = {r["run_id"]: r["status"] for r in runs}
+    assert statuses[second["run_id"]] == "interrupted" and statuses[third["run_id"]] == "success"

@@ -11,6 +11,7 @@ with an ``error`` event), and at most ``INTERLOCK_STREAM_MAX_SECONDS`` held."""
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -379,7 +380,7 @@ def build_langgraph_router(
         views = await service.history(scope_of(project_id, workspace_id), thread_id, asked.limit)
         states = [state_of(v.record, v.execution, v.earlier) for v in views]
         # Each state's parent is the turn it started from: the next one listed.
-        for state, parent in zip(states, states[1:], strict=False):
+        for state, parent in itertools.pairwise(states):
             state["parent_checkpoint"] = parent["checkpoint"]
         return [selected(state, asked.select) for state in states]
 
