@@ -12,6 +12,7 @@ again from the turn that won.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Literal
 
 import structlog
@@ -112,7 +113,13 @@ class Conversations:
         latest = await self.latest(record)
         if latest is not None and latest.agent != agent:
             raise WrongAgent(latest.agent)
-        return plan_turn(latest, policy)
+        if latest is None or has_run(latest) or not latest.status.is_terminal:
+            return plan_turn(latest, policy)
+        # The latest turn was cancelled while it waited: the thread is as busy as the turn it
+        # waited for, and the new turn goes after the latest all the same.
+        current = await self.answerable(latest)
+        plan = plan_turn(current, policy)
+        return dataclasses.replace(plan, turn=turn_number(latest) + 1, after=latest.execution_id)
 
     async def earlier(self, execution: Execution, back: int) -> list[Execution]:
         """Up to ``back`` turns before ``execution``, nearest first (the turns of its thread,

@@ -362,15 +362,25 @@ async def test_a_queued_turn_cancelled_while_it_waits_is_skipped_by_the_turns_af
     # Turn 3 still waits: turn 1's review is not answered.
     turn_three = await world.execution(turn_execution_id("p1", "w1", thread_id, 3))
     assert turn_three.status is ExecutionStatus.PENDING and turn_three.epoch == 0
+    await http.post(f"/threads/{thread_id}/runs/{third['run_id']}/cancel")
+    # Both queued turns cancelled: the thread is as busy as the review they waited for.
+    busy = await wait(http, thread_id, input=said("x"), multitask_strategy="reject")
+    assert busy.status_code == 409, busy.text
+    third = (
+        await http.post(
+            f"/threads/{thread_id}/runs", json={"assistant_id": CHAT, "input": said("third")}
+        )
+    ).json()
     answered = await wait(http, thread_id, command={"resume": {interrupt["id"]: "reject"}})
     assert answered.status_code == 200, answered.text
     assert "reviewer said reject" in replies(answered.json())[-1], answered.json()
     done = (await http.get(f"/threads/{thread_id}/runs/{third['run_id']}/join")).json()
     # Turn 3 ran after turn 1, on turn 1's state: the cancelled turn's input is not in it.
     assert replies(done)[-1] == "turn 2: you said 'third'; before: ['refund my order']", done
-    turn_three = await world.execution(turn_execution_id("p1", "w1", thread_id, 3))
-    assert turn_three.input.turn is not None
-    assert turn_three.input.turn.base == turn_execution_id("p1", "w1", thread_id, 1)
+    turn_four = await world.execution(turn_execution_id("p1", "w1", thread_id, 4))
+    assert turn_four.input.turn is not None
+    assert turn_four.input.turn.base == turn_execution_id("p1", "w1", thread_id, 1)
     runs = (await http.get(f"/threads/{thread_id}/runs")).json()
     statuses = {r["run_id"]: r["status"] for r in runs}
     assert statuses[second["run_id"]] == "interrupted" and statuses[third["run_id"]] == "success"
+    assert len(runs) == 5  # turn 1's two runs, the two cancelled turns, turn 4
