@@ -313,6 +313,13 @@ async def test_what_each_request_reads_of_the_store(world: World, setup: Setup) 
         "threads.note_turn": 1,
         "executions.get": 3,
     }
+    # A stateless run: its thread is created, so it has no turn to read.
+    assert await counted("POST", "/runs/wait", START) == {
+        "threads.create": 1,
+        "executions.create": 1,
+        "threads.note_turn": 1,
+        "executions.get": 1,
+    }
     # A decision: the thread and its latest turn, the resume route's read, and one read when
     # the run stops.
     assert await counted("POST", "/threads/t-new/runs/wait", RESUME) == {

@@ -39,7 +39,7 @@ from services.gateway.problems import Problem
 from services.gateway.stream import KEY_REVOKED, StreamBounds
 from shared.domain.execution import Execution, ExecutionStatus
 from shared.domain.principals import Reviewer
-from shared.domain.threads import ThreadBusy, turn_execution_id, turn_number
+from shared.domain.threads import ThreadBusy, plan_turn, turn_execution_id, turn_number
 from shared.errors import InterlockError
 from shared.events import AgentInput, BusyThreadPolicy
 from shared.store.api_keys import ApiKey
@@ -76,6 +76,8 @@ class NewTurn:
     kind: Literal["run", "update"] = "run"
     as_node: str | None = None
     base: str | None = None
+    empty: bool = False
+    """The thread was created by this request: it has no turn yet."""
 
 
 @dataclass(frozen=True)
@@ -327,18 +329,21 @@ class LangGraphService:
         if body.command is None:
             # Roles first: a key that may not start a run creates no thread either.
             require_role(key, "starting a run", WRITERS)
-            record = await self._thread_for(scope, thread_id, body, stateless)
+            record, created = await self._thread_for(scope, thread_id, body, stateless)
             turn = NewTurn(
                 agent=body.assistant_id,
                 given=agent_input(body.input),
                 policy=body.multitask_strategy or "enqueue",
                 base=await self.forked_from(record, body.fork_checkpoint()),
+                empty=created,
             )
             async with self._new_turn(scope, record, key, headers, watch, turn) as started:
                 yield started
             return
         require_role(key, "resuming a run", OWNERS)
-        record = await self._thread_for(scope, thread_id, body, stateless)
+        record, created = await self._thread_for(scope, thread_id, body, stateless)
+        if created:
+            raise not_suspended(record.thread_id)
         # A decision names the assistant it answers: held to the thread's agent before
         # anything is judged.
         execution = await self.conversations.answerable(await self.conversations.latest(record))
@@ -351,13 +356,13 @@ class LangGraphService:
 
     async def _thread_for(
         self, scope: Scope, thread_id: str, body: RunRequest, stateless: bool
-    ) -> ThreadRecord:
+    ) -> tuple[ThreadRecord, bool]:
+        """The run's thread, and whether this request just created it (it has no turn)."""
         if stateless or body.if_not_exists == "create":
-            record, _ = await self.create_thread(
+            return await self.create_thread(
                 scope, thread_id, body.metadata or {}, if_exists="do_nothing"
             )
-            return record
-        return await self.thread(scope, thread_id)
+        return await self.thread(scope, thread_id), False
 
     @asynccontextmanager
     async def _watch_if(
@@ -381,9 +386,16 @@ class LangGraphService:
     ) -> AsyncIterator[tuple[StartedRun, Watch | None]]:
         """Start the thread's next turn as ``turn`` says, planned again while other requests
         take the turn planned (at most ``RACES`` times)."""
+        empty = turn.empty
         for _ in range(RACES):
             try:
-                plan = await self.conversations.plan(record, turn.agent, turn.policy)
+                # A thread this request created has no turn to read: its first is planned as is.
+                plan = (
+                    plan_turn(None, turn.policy)
+                    if empty
+                    else await self.conversations.plan(record, turn.agent, turn.policy)
+                )
+                empty = False
             except WrongAgent as wrong:
                 raise assistant_mismatch(record.thread_id, wrong.agent, turn.agent) from None
             except ThreadBusy as busy:
