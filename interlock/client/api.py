@@ -151,9 +151,29 @@ class Gateway:
             f" workspace {self.config.workspace}"
         )
 
-    def invoke(self, agent: str, message: str) -> Json:
+    def invoke(self, agent: str, message: str, *, session_id: str | None = None) -> Json:
+        """Start an execution of ``agent``; with ``session_id``, as that session's next turn
+        (the agent sees the earlier ones). A turn is refused (409 ``session-busy``) while the
+        session has one running or waiting for a review, rather than queued behind it: the CLI
+        waits for the turn it sends, and one queued behind someone else's review would leave it
+        waiting for nothing it can see."""
         url = f"{self._project}/workspaces/{self.config.workspace}/invoke"
-        return self._request("POST", url, body={"agent": agent, "message": message})
+        body: Json = {"agent": agent, "message": message}
+        if session_id is not None:
+            body |= {"session_id": session_id, "multitask_strategy": "reject"}
+        return self._request("POST", url, body=body)
+
+    def session(self, session_id: str) -> Json | None:
+        """The session and its latest turns, newest first; None when it has none yet."""
+        url = f"{self._project}/sessions/{quote(session_id, safe='')}"
+        try:
+            return self._request("GET", url)
+        except ApiError as exc:
+            if exc.status == 404 and str(exc.problem.get("type", "")).endswith(
+                "/session-not-found"
+            ):
+                return None
+            raise
 
     def get(self, execution_id: str) -> Json:
         url = self._execution_url(execution_id)

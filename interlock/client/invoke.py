@@ -2,12 +2,14 @@
 
 Once: start the execution, wait until it is suspended or finished, print it, and exit with a
 code a script can branch on. Chat (no message, stdin a terminal, no --json/--file): prompt for
-messages, and review each suspension inline as the Atlas CLI does.
+messages, each the next turn of one session (so the agent sees the earlier ones), and review
+each suspension inline as the Atlas CLI does. ``--session`` continues a session, in either mode.
 """
 
 from __future__ import annotations
 
 import sys
+import uuid
 from pathlib import Path
 from typing import Annotated
 
@@ -58,6 +60,16 @@ Timeout = Annotated[
     float, typer.Option("--timeout", min=0, help="Seconds to wait for a suspension or a result.")
 ]
 
+Session = Annotated[
+    str | None,
+    typer.Option(
+        "--session",
+        metavar="<id>",
+        help="Send the message as the next turn of this session (the id a chat prints): the"
+        " agent sees its earlier turns. A new id starts one. A chat without it starts a new one.",
+    ),
+]
+
 
 def stdin_is_tty() -> bool:
     """Whether a person is typing (tests replace this to drive the chat session)."""
@@ -74,6 +86,7 @@ def invoke(
         Path | None, typer.Option("--file", "-f", help="Read the message from this file.")
     ] = None,
     timeout: Timeout = 120.0,
+    session: Session = None,
     as_json: AsJson = False,
     quiet: Quiet = False,
     url: Url = None,
@@ -82,7 +95,8 @@ def invoke(
     workspace: Workspace = None,
     verbose: Verbose = False,
 ) -> None:
-    """Run an agent once, or chat with it and review its suspensions inline.
+    """Run an agent once, or chat with it (one session: each message a turn that sees the earlier
+    ones) and review its suspensions inline.
 
     Exit codes: 0 completed, 3 suspended for review, 1 error or cancelled, 2 usage or HTTP error,
     4 still running at --timeout (docs/cli.md)."""
@@ -93,12 +107,12 @@ def invoke(
         with connect(
             ctx, url, key, project, workspace, as_json=as_json, verbose=verbose
         ) as gateway:
-            chat(gateway, agent, timeout)
+            chat(gateway, agent, timeout, session)
         return
     text = _message(message, file, interactive)
     with connect(ctx, url, key, project, workspace, as_json=as_json, verbose=verbose) as gateway:
         with spinner(f"Running {agent}") as on_progress:
-            accepted = gateway.invoke(agent, text)
+            accepted = gateway.invoke(agent, text, session_id=session)
             execution = gateway.wait(
                 accepted["execution_id"], settled, timeout=timeout, on_progress=on_progress
             )
@@ -109,11 +123,7 @@ def invoke(
         else:
             out().print(render.execution_panel(execution))
             if execution["status"] == "suspended":
-                typer.echo(
-                    "Waiting for review: interlock executions resume"
-                    f" {render.plain(execution['execution_id'])}"
-                    " --decision ..."
-                )
+                typer.echo(waiting_for_review(execution["execution_id"]))
     raise typer.Exit(EXIT_CODES.get(execution["status"], EXIT_TIMEOUT))
 
 
@@ -136,13 +146,18 @@ def _message(message: str | None, file: Path | None, interactive: bool) -> str:
     return text.rstrip("\n")
 
 
-def chat(gateway: Gateway, agent: str, timeout: float) -> None:
-    """Prompt for messages until EOF. Each message starts a new execution of the agent (an
-    execution is one conversation turn here; the agent sees only that message)."""
-    typer.echo(
-        f"Chatting with {render.plain(agent)}: each message starts a new execution."
-        " Ctrl-D or 'exit' to quit."
-    )
+def chat(gateway: Gateway, agent: str, timeout: float, session_id: str | None = None) -> None:
+    """Prompt for messages until EOF. The chat is one session (``session_id``, else a new one):
+    each message starts its next turn, an execution of its own in which the agent sees the
+    earlier turns, so a follow-up after a review is answered knowing what came before."""
+    if session_id is None:
+        session_id, session = str(uuid.uuid4()), None
+    else:
+        session = gateway.session(session_id)
+    typer.echo(greeting(agent, session_id, session))
+    turns = (session or {}).get("turns") or []  # newest first
+    if turns and turns[0]["status"] == "suspended":  # its messages are refused until answered
+        typer.echo(waiting_for_review(turns[0]["execution_id"]))
     while True:
         try:
             text: str = typer.prompt("You", prompt_suffix="> ")
@@ -155,7 +170,7 @@ def chat(gateway: Gateway, agent: str, timeout: float) -> None:
             return
         try:
             with spinner(f"Running {agent}") as on_progress:
-                started = gateway.invoke(agent, text)
+                started = gateway.invoke(agent, text, session_id=session_id)
                 execution = gateway.wait(
                     started["execution_id"], settled, timeout=timeout, on_progress=on_progress
                 )
@@ -163,6 +178,33 @@ def chat(gateway: Gateway, agent: str, timeout: float) -> None:
         except ApiError as exc:
             # A refused message or decision ends that turn, not the session.
             typer.echo(visible(exc.sentence()), err=True)
+            busy = exc.problem.get("execution_id")
+            if str(exc.problem.get("type", "")).endswith("/session-busy") and busy:
+                typer.echo(
+                    f"Follow the busy turn with `interlock executions get {render.plain(busy)}`",
+                    err=True,
+                )
+
+
+def greeting(agent: str, session_id: str, session: Json | None) -> str:
+    """The chat's first line: the session its messages go to, said once, so that it can be
+    continued later with ``--session`` (``session``: the gateway's, None for a new one)."""
+    turns = (session or {}).get("turns") or []
+    if session is None:
+        where = f"new session {render.plain(session_id)} (continue it later with --session)"
+    elif not turns:
+        where = f"session {render.plain(session_id)} (no turns yet)"
+    else:
+        count = int(turns[0]["turn"])
+        where = f"session {render.plain(session_id)} ({count} turn{'s' * (count != 1)} so far)"
+    return f"Chatting with {render.plain(agent)} in {where}. Ctrl-D or 'exit' to quit."
+
+
+def waiting_for_review(execution_id: str) -> str:
+    return (
+        f"Waiting for review: interlock executions resume {render.plain(execution_id)}"
+        " --decision ..."
+    )
 
 
 def follow(gateway: Gateway, execution: Json, timeout: float) -> None:

@@ -46,11 +46,18 @@ CLI = [sys.executable, "-m", "interlock.cli"]
 SCRIPT = Path(sys.executable).with_name("interlock")
 
 
-def greeting(agent: str) -> str:
-    return f"Chatting with {agent}: each message starts a new execution. Ctrl-D or 'exit' to quit."
-
-
 """The console script ``pip install`` wrote next to this interpreter."""
+
+GREETING = re.compile(
+    r"Chatting with (\S+) in new session (\S+) \(continue it later with --session\)\."
+    r" Ctrl-D or 'exit' to quit\.\n"
+)
+"""A chat's first line: the new session every message of it is a turn of."""
+FIRST_CLAIM = (
+    "agents/refund_approval.py's lookup_claim takes the first claim id of the whole conversation:"
+    " in the chat's session the follow-up's CLM-1002 is looked up as turn 1's CLM-4821 (and"
+    " refunded again if approved). Remove this marker once it reads the latest message."
+)
 
 # Rich's transient status on a colour terminal: hide the cursor, redraw the spinner line, then
 # move up and erase it. Nothing of it may remain between the lines a reviewer reads.
@@ -108,6 +115,13 @@ class Terminal:
         assert before == expected, (
             f"expected {lines!r}; the terminal showed:\n{self.transcript.getvalue()}"
         )
+
+    async def opens_chat(self, agent: str) -> str:
+        """The chat's greeting, then its first prompt; returns the session the greeting names."""
+        shown = await self.until("You> ")
+        opened = GREETING.fullmatch(shown)
+        assert opened and opened[1] == agent, self.transcript.getvalue()
+        return opened[2]
 
     async def until(self, text: str) -> str:
         """Everything shown before ``text``, whatever it says."""
@@ -262,12 +276,103 @@ def stopped(pid: int) -> bool:
 
 
 @pytest.mark.timeout(300)
-async def test_chat_reviews_a_refund_then_answers_a_follow_up(reviewer: Reviewer) -> None:
+async def test_chat_reviews_a_refund(reviewer: Reviewer) -> None:
     with reviewer.terminal("invoke", "refund-approval") as term:
+        session_id = await term.opens_chat("refund-approval")
+        await term.type("Refund claim CLM-4821")
+        await term.shows(*review_block("CLM-4821", 240, "98765"))
+        await term.type("1")
+        await term.shows("Reviewer notes (optional): [default: ] ")
+        await term.type("looks right")
+        refunded = await term.until("You> ")
+        term.child.sendeof()
+        rest, status = await term.end()
+    assert (rest, status) == ("\n", 0)
+
+    [execution] = await reviewer.executions()
+    assert (execution["session_id"], execution["turn"]) == (session_id, 1)
+    assert execution["status"] == "completed"
+    assert refunded == f"Execution resumed\nRefunded $240 ({execution['result']['refund_id']}).\n"
+    [decision] = (await reviewer.audit(execution["execution_id"]))["decisions"]
+    assert (decision["decision"], decision["reviewer_notes"]) == ("approve", "looks right")
+    assert decision["reviewer"].startswith("key:")
+    [refund] = ledger_entries(reviewer.cluster, execution["execution_id"])
+    assert (refund["kind"], refund["amount"]) == ("refund", 240)
+
+
+@pytest.mark.timeout(300)
+async def test_chat_is_one_session_a_follow_up_after_a_review_knows_the_earlier_turns(
+    reviewer: Reviewer,
+) -> None:
+    """The Atlas guide: "the CLI resumes the execution and prints Execution resumed. The session
+    stays open, and you can send a follow-up message to retrieve the agent's post-resume
+    output." Every message of the chat is a turn of one session, so the follow-up is answered
+    knowing the turns before it, and ``--session`` continues that session later."""
+    with reviewer.terminal("invoke", "conversation") as term:
+        session_id = await term.opens_chat("conversation")
+        await term.type("my name is Ada")
+        await term.shows("turn 1: you said 'my name is Ada'; before: []", "You> ")
+        await term.type("refund please")
         await term.shows(
-            greeting("refund-approval"),
+            "--- Execution suspended for human review ---",
+            "",
+            "  task_description: Approve: refund please",
+            "",
+            "Select a decision:",
+            "  1) approve",
+            "  2) reject",
+            "Select [1-2]: ",
+        )
+        await term.type("1")
+        await term.shows("Reviewer notes (optional): [default: ] ")
+        await term.type("")
+        await term.shows(
+            "Execution resumed",
+            "turn 2: you said 'refund please'; before: ['my name is Ada']; reviewer said approve",
             "You> ",
         )
+        await term.type("what is my name?")
+        await term.shows(
+            "turn 3: you said 'what is my name?'; before: ['my name is Ada', 'refund please']",
+            "You> ",
+        )
+        term.child.sendeof()
+        rest, status = await term.end()
+    assert (rest, status) == ("\n", 0)
+
+    executions = await reviewer.executions()
+    assert [(e["session_id"], e["turn"], e["status"]) for e in executions] == [
+        (session_id, 1, "completed"),
+        (session_id, 2, "completed"),
+        (session_id, 3, "completed"),
+    ]
+    [decision] = (await reviewer.audit(executions[1]["execution_id"]))["decisions"]
+    assert decision["decision"] == "approve"
+    path = f"/api/v1/projects/{PROJECT}/sessions/{session_id}"
+    listed = await reviewer.http.get(path, params={"workspace_id": reviewer.workspace})
+    assert listed.status_code == 200, listed.text
+    assert [t["execution_id"] for t in reversed(listed.json()["turns"])] == [
+        e["execution_id"] for e in executions
+    ]
+
+    # Later, from a script: --session continues the same conversation.
+    later = await reviewer.run(
+        "invoke", "conversation", "and now?", "--session", session_id, "--json"
+    )
+    assert later.returncode == 0, later
+    fourth = json.loads(later.stdout)
+    assert (fourth["session_id"], fourth["turn"]) == (session_id, 4)
+    assert fourth["result"]["messages"][-1]["content"] == (
+        "turn 4: you said 'and now?'; before: ['my name is Ada', 'refund please',"
+        " 'what is my name?']"
+    )
+
+
+@pytest.mark.xfail(strict=True, reason=FIRST_CLAIM)
+@pytest.mark.timeout(300)
+async def test_chat_reviews_a_refund_then_answers_a_follow_up(reviewer: Reviewer) -> None:
+    with reviewer.terminal("invoke", "refund-approval") as term:
+        await term.opens_chat("refund-approval")
         await term.type("Refund claim CLM-4821")
         await term.shows(*review_block("CLM-4821", 240, "98765"))
         await term.type("1")
@@ -275,7 +380,7 @@ async def test_chat_reviews_a_refund_then_answers_a_follow_up(reviewer: Reviewer
         await term.type("looks right")
         refunded = await term.until("You> ")
 
-        # The follow-up starts a second execution; a decision may be typed by name too.
+        # The follow-up is the session's second turn; a decision may be typed by name too.
         await term.type("Refund claim CLM-1002")
         await term.shows(*review_block("CLM-1002", 35, "55501"))
         await term.type("reject")
@@ -333,10 +438,7 @@ async def test_chat_walks_three_actions_approve_edit_reject(reviewer: Reviewer) 
     }
     edited = {**second, "to": "reviewed@example.com"}
     with reviewer.terminal("invoke", "outreach-email") as term:
-        await term.shows(
-            greeting("outreach-email"),
-            "You> ",
-        )
+        await term.opens_chat("outreach-email")
         await term.type("send 3 emails")
         await term.shows("--- Execution suspended for human review ---", *action_block(1))
         await term.type("1")
@@ -391,10 +493,7 @@ async def test_chat_walks_three_actions_approve_edit_reject(reviewer: Reviewer) 
 @pytest.mark.timeout(300)
 async def test_ctrl_c_during_a_review_leaves_the_execution_suspended(reviewer: Reviewer) -> None:
     with reviewer.terminal("invoke", "refund-approval") as term:
-        await term.shows(
-            greeting("refund-approval"),
-            "You> ",
-        )
+        await term.opens_chat("refund-approval")
         await term.type("Refund claim CLM-4821")
         await term.shows(*review_block("CLM-4821", 240, "98765"))
         await term.interrupt()
@@ -415,10 +514,7 @@ async def test_a_refused_decision_is_one_line_and_the_session_goes_on(
 ) -> None:
     member = await reviewer.cluster.key(PROJECT, "PROJECT_MEMBER")
     with reviewer.terminal("invoke", "refund-approval", INTERLOCK_API_KEY=member) as term:
-        await term.shows(
-            greeting("refund-approval"),
-            "You> ",
-        )
+        await term.opens_chat("refund-approval")
         await term.type("Refund claim CLM-4821")
         await term.shows(*review_block("CLM-4821", 240, "98765"))
         await term.type("1")
@@ -512,10 +608,7 @@ async def test_a_cancelled_execution_ends_the_wait_at_once(
 ) -> None:
     async with reviewer_of(stalling_cluster, tmp_path) as reviewer:
         with reviewer.terminal("invoke", "refund-approval") as term:
-            await term.shows(
-                greeting("refund-approval"),
-                "You> ",
-            )
+            await term.opens_chat("refund-approval")
             await term.type("Refund claim CLM-4821")
             # Both wait with the default --timeout of 120 s: a cancel must end the wait at once,
             # not leave them polling for a suspension that can no longer come.
