@@ -51,8 +51,11 @@ def _custom_headers(config: RunnableConfig) -> dict[str, str]:
 
 
 def lookup_claim(state: RefundState) -> RefundState:
-    text = " ".join(str(m.content) for m in state.get("messages", []))
-    match = re.search(r"CLM-\d+", text)
+    # The latest request that names a claim is the one to review: in a conversation (a session,
+    # a thread's later turn) the earlier turns named others.
+    said = [str(m.content) for m in state.get("messages", []) if m.type == "human"]
+    found = (re.search(r"CLM-\d+", text) for text in reversed(said))
+    match = next((m for m in found if m), None)
     claim_id = match.group(0) if match else DEFAULT_CLAIM
     claim = CLAIMS.get(claim_id)
     if claim is None:

@@ -85,6 +85,7 @@ async def invoke_turn(
                 f"session {session_id} has a turn {busy.latest.status.value}: wait for it, answer"
                 " its review, or send another multitask_strategy (enqueue, interrupt, rollback)",
                 execution_id=busy.latest.execution_id,
+                execution_status=busy.latest.status.value,
             ) from None
         if plan.cancels is not None:
             require_role(key, f"a turn with multitask_strategy={policy}", OWNERS)

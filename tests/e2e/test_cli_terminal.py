@@ -53,11 +53,6 @@ GREETING = re.compile(
     r" Ctrl-D or 'exit' to quit\.\n"
 )
 """A chat's first line: the new session every message of it is a turn of."""
-FIRST_CLAIM = (
-    "agents/refund_approval.py's lookup_claim takes the first claim id of the whole conversation:"
-    " in the chat's session the follow-up's CLM-1002 is looked up as turn 1's CLM-4821 (and"
-    " refunded again if approved). Remove this marker once it reads the latest message."
-)
 
 # Rich's transient status on a colour terminal: hide the cursor, redraw the spinner line, then
 # move up and erase it. Nothing of it may remain between the lines a reviewer reads.
@@ -368,7 +363,6 @@ async def test_chat_is_one_session_a_follow_up_after_a_review_knows_the_earlier_
     )
 
 
-@pytest.mark.xfail(strict=True, reason=FIRST_CLAIM)
 @pytest.mark.timeout(300)
 async def test_chat_reviews_a_refund_then_answers_a_follow_up(reviewer: Reviewer) -> None:
     with reviewer.terminal("invoke", "refund-approval") as term:

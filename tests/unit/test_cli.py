@@ -230,13 +230,6 @@ def test_interactive_review_prompt(cli: Cli, monkeypatch: pytest.MonkeyPatch) ->
     assert (decision["decision"], decision["reviewer_notes"]) == ("approve", "verified")
 
 
-FIRST_CLAIM = (
-    "agents/refund_approval.py's lookup_claim takes the first claim id of the whole conversation:"
-    " in the chat's session the follow-up's CLM-1002 is looked up as turn 1's CLM-4821 (and"
-    " refunded again if approved). Remove this marker once it reads the latest message."
-)
-
-
 def test_a_wrong_choice_is_asked_again(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(invoke_module, "stdin_is_tty", lambda: True)
     session = cli("invoke", "refund-approval", input="Refund claim CLM-4821\n5\n2\nno receipt\n")
@@ -247,7 +240,6 @@ def test_a_wrong_choice_is_asked_again(cli: Cli, monkeypatch: pytest.MonkeyPatch
     assert outcomes == ["rejected"]
 
 
-@pytest.mark.xfail(strict=True, reason=FIRST_CLAIM)
 def test_interactive_session_takes_follow_up_messages(
     cli: Cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
