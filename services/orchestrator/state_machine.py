@@ -227,6 +227,7 @@ def on_cancel(execution: Execution, event: CancelRequested) -> Outcome:
         epoch=execution.epoch + 1,
         suspension=None,
         parked_decision=None,
+        stopped_values=execution.suspension.values if execution.suspension else None,
     )
     return walk.outcome()
 

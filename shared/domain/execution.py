@@ -129,6 +129,9 @@ class Execution(BaseModel):
     """Set when the gateway could not get the request onto the bus (its client was told 503),
     cleared when a retry delivers it. A request left undelivered is abandoned by the
     orchestrator after a while (status ``error``), so nothing stays pending forever."""
+    stopped_values: dict[str, Any] | None = None
+    """The graph's state where a cancel found it waiting for a review (the suspension it clears
+    held it): what a later turn starts from, and what the thread's history shows of this one."""
     trace_context: dict[str, str] | None = None
     """The W3C trace context of the request that created the execution: every later run
     segment (a resume days later has a trace of its own) links back to it."""

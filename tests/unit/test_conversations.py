@@ -157,6 +157,15 @@ async def test_interrupt_and_rollback_end_the_review_and_run_the_new_input(
     assert cancelled.status is ExecutionStatus.CANCELLED
     assert f"multitask_strategy={policy}" in (cancelled.audit[-1].reason or "")
     assert cancelled.audit[-1].actor != "orchestrator"
+    # Each run once: turn 1's, the cancelled turn's (interrupted), the new turn's.
+    runs = (await http.get(f"/threads/{thread_id}/runs")).json()
+    assert [r["status"] for r in runs] == ["success", "interrupted", "success"], runs
+    history = (await http.post(f"/threads/{thread_id}/history", json={})).json()
+    if policy == "interrupt":
+        # The cancelled turn shows its own state, as the turn after it started from it.
+        assert [len(h["values"]["messages"]) for h in history] == [5, 3, 2], history
+    else:
+        assert [len(h["values"]["messages"]) for h in history] == [4, 2], history
 
 
 async def test_thread_metadata_is_updated_and_searched(http: httpx.AsyncClient) -> None:

@@ -31,6 +31,7 @@ from services.gateway.langgraph.views import (
     STATUSES_OF_THREAD,
     ThreadView,
     checkpoint_turn,
+    last_run_epoch,
     epoch_of_run,
     segment_done,
     thread_of,
@@ -154,6 +155,8 @@ class LangGraphService:
         if execution is None or execution.status is ExecutionStatus.COMPLETED:
             return None
         if execution.suspension is not None and execution.suspension.values is not None:
+            return None
+        if execution.stopped_values is not None:
             return None
         return await self.conversations.base(execution)
 
@@ -564,7 +567,7 @@ class LangGraphService:
         listed: list[tuple[Execution, int]] = []
         execution = latest
         while execution is not None and len(listed) < offset + limit:
-            last = max(execution.epoch, 1) + (1 if await self._decided(execution) else 0)
+            last = last_run_epoch(execution, decided=await self._decided(execution))
             listed.extend((execution, epoch) for epoch in range(last, 0, -1))
             number = turn_number(execution)
             execution = await self.conversations.turn(record, number - 1) if number > 1 else None

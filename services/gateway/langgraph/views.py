@@ -55,11 +55,20 @@ def run_id(execution_id: str, epoch: int) -> str:
     return str(uuid.uuid5(RUN_NAMESPACE, f"{execution_id}/{epoch}"))
 
 
+def last_run_epoch(execution: Execution, *, decided: bool) -> int:
+    """The epoch of a turn's latest run: the one dispatched last (a cancel moves the epoch on
+    to fence the run under way, and starts none), or the next once a decision took the
+    current suspension (``decided``), though not yet dispatched."""
+    if execution.status is ExecutionStatus.CANCELLED:
+        return max(execution.epoch - 1, 1)
+    return max(execution.epoch, 1) + (1 if decided else 0)
+
+
 def epoch_of_run(execution: Execution, wanted: str, *, decided: bool) -> int | None:
     """The epoch of run ``wanted`` of ``execution``, or None when it has no such run. Runs are
     the epochs dispatched so far, the first even before it is dispatched, and the next one once
     a decision took the current suspension (``decided``) though not yet dispatched."""
-    last = max(execution.epoch, 1) + (1 if decided else 0)
+    last = last_run_epoch(execution, decided=decided)
     for epoch in range(last, 0, -1):
         if run_id(execution.execution_id, epoch) == wanted:
             return epoch
@@ -129,6 +138,8 @@ def values_of(execution: Execution, earlier: Execution | None = None) -> dict[st
     suspension = execution.suspension
     if suspension is not None and suspension.values is not None:
         return dict(suspension.values)
+    if execution.stopped_values is not None:
+        return dict(execution.stopped_values)
     if earlier is not None:
         return values_of(earlier)
     return execution.input.graph_input()
