@@ -31,8 +31,8 @@ from services.gateway.langgraph.views import (
     STATUSES_OF_THREAD,
     ThreadView,
     checkpoint_turn,
-    last_run_epoch,
     epoch_of_run,
+    last_run_epoch,
     segment_done,
     thread_of,
 )
