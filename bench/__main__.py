@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench import idle_streams, report
+from bench import goals, idle_streams, report
 from bench.modes import MODES, Mode
 from bench.run import (
     log,
@@ -22,6 +22,7 @@ from bench.run import (
     measure_idle_streams,
     measure_latency,
     measure_sdk,
+    measure_turns,
     scratch,
     write,
 )
@@ -95,6 +96,14 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="only section 12 (one langgraph-sdk workload on Interlock and on LangGraph's Agent"
         " Server) at the mode's sizes; JSON to --out or bench/results/sdk/, the page untouched",
+    )
+    parser.add_argument(
+        "--turns-only",
+        action="store_true",
+        help="only section 13 (a conversation's turn as it grows) at the mode's sizes; JSON to"
+        " --out, or to bench/results/turns/ and then recorded into the mode's summary"
+        " (bench/results/<mode>/summary.json, when there is one) with its own date, and the"
+        " page regenerated",
     )
     parser.add_argument(
         "--idle-streams-window",
@@ -182,6 +191,28 @@ def _sdk_only(session: Session, out: Path | None) -> None:
     log(f"wrote {path} (and its .raw.json)")
 
 
+def _turns_only(session: Session, out: Path | None, docs: Path | None) -> None:
+    s = session
+    result = asyncio.run(measure_turns(s.mode, kafka=s.kafka, mongodb=s.mongodb, workdir=s.workdir))
+    folder = out or REPO / "bench" / "results" / "turns"
+    path = folder / f"turns-{s.mode.name}.json"
+    _write_json(path, result["summary"])
+    (folder / f"turns-{s.mode.name}.raw.json").write_text(json.dumps(result["raw"]) + "\n")
+    log(f"wrote {path} (and its .raw.json)")
+    growth = result["summary"].get("growth", {})
+    print(json.dumps({k: growth.get(k) for k in ("commands", "latency_ms")}, indent=2))
+    summary_path = REPO / "bench" / "results" / s.mode.name / "summary.json"
+    if out is not None or s.mode.name == "smoke" or not summary_path.exists():
+        return
+    summary = json.loads(summary_path.read_text())
+    summary["figures"]["turns"] = result["summary"]
+    summary["targets"] = goals.evaluate(summary["figures"])
+    summary_path.write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    page = docs or DOCS
+    regenerate(summary_path, page)
+    log(f"recorded section 13 into {summary_path}; wrote {page}")
+
+
 def _every_figure(session: Session, out: Path | None, docs: Path | None) -> None:
     s = session
     result = asyncio.run(measure(s.mode, kafka=s.kafka, mongodb=s.mongodb, workdir=s.workdir))
@@ -222,6 +253,8 @@ def main() -> None:
         _idle_streams_only(session, args.idle_streams_only, args.idle_streams_window, args.out)
     elif args.sdk_only:
         _sdk_only(session, args.out)
+    elif args.turns_only:
+        _turns_only(session, args.out, args.docs)
     else:
         _every_figure(session, args.out, args.docs)
 

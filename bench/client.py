@@ -1,4 +1,4 @@
-"""The three HTTP calls the harness makes, as a reviewer's tooling would (the Atlas paths)."""
+"""The HTTP calls the harness makes, as a reviewer's tooling would (the Atlas paths)."""
 
 from __future__ import annotations
 
@@ -22,10 +22,15 @@ class BenchClient:
             limits=httpx.Limits(max_connections=256, max_keepalive_connections=256),
         )
 
-    async def invoke(self, message: str) -> str:
+    async def invoke(
+        self, message: str, *, agent: str = AGENT, session_id: str | None = None
+    ) -> str:
+        """Start an execution; with ``session_id``, the session's next turn."""
+        body: dict[str, Any] = {"agent": agent, "message": message}
+        if session_id is not None:
+            body["session_id"] = session_id
         response = await self._http.post(
-            f"/api/v1/projects/{self.project}/workspaces/{self.workspace}/invoke",
-            json={"agent": AGENT, "message": message},
+            f"/api/v1/projects/{self.project}/workspaces/{self.workspace}/invoke", json=body
         )
         response.raise_for_status()
         return str(response.json()["execution_id"])

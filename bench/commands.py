@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -27,6 +27,8 @@ sandbox, told apart by its collections (``checkpoint*``)."""
 Key = tuple[str, str, str]
 """(process, collection, command); a process is ``<service>-<index>``."""
 Counts = dict[Key, int]
+Seconds = dict[Key, float]
+T = TypeVar("T", int, float)
 
 
 def parse(text: str, process: str) -> Counts:
@@ -42,19 +44,55 @@ def parse(text: str, process: str) -> Counts:
     return counts
 
 
+def parse_seconds(text: str, process: str) -> Seconds:
+    """The seconds the commands took in one process's exposition (the histograms' ``_sum``: as
+    the driver timed them, the round trip included), per (process, collection, command)."""
+    seconds: Seconds = {}
+    for family in text_string_to_metric_families(text):
+        if family.name != METRIC:
+            continue
+        for sample in family.samples:
+            if sample.name == f"{METRIC}_sum":
+                key = (process, sample.labels["collection"], sample.labels["command"])
+                seconds[key] = float(sample.value)
+    return seconds
+
+
+async def _scrape_all(
+    http: httpx.AsyncClient, ports: Mapping[str, int], parser: Callable[[str, str], dict[Key, T]]
+) -> dict[Key, T]:
+    async def one(process: str, port: int) -> dict[Key, T]:
+        response = await http.get(f"http://127.0.0.1:{port}/metrics")
+        response.raise_for_status()
+        return parser(response.text, process)
+
+    found: dict[Key, T] = {}
+    for part in await asyncio.gather(*(one(p, port) for p, port in ports.items())):
+        found.update(part)
+    return found
+
+
 async def scrape(http: httpx.AsyncClient, ports: Mapping[str, int]) -> Counts:
     """Every process's counts; ``ports`` maps a process name to its health listener's port.
     Reading ``/metrics`` costs no store command."""
+    return await _scrape_all(http, ports, parse)
 
-    async def one(process: str, port: int) -> Counts:
-        response = await http.get(f"http://127.0.0.1:{port}/metrics")
-        response.raise_for_status()
-        return parse(response.text, process)
 
-    counts: Counts = {}
-    for part in await asyncio.gather(*(one(p, port) for p, port in ports.items())):
-        counts.update(part)
-    return counts
+async def scrape_seconds(http: httpx.AsyncClient, ports: Mapping[str, int]) -> Seconds:
+    """Every process's command seconds (``parse_seconds``)."""
+    return await _scrape_all(http, ports, parse_seconds)
+
+
+def diff_seconds(after: Seconds, before: Seconds) -> Seconds:
+    """The seconds spent in commands between two snapshots (zeros left out)."""
+    out: Seconds = {}
+    for key in after.keys() | before.keys():
+        delta = after.get(key, 0.0) - before.get(key, 0.0)
+        if delta < 0:
+            raise ValueError(f"{key} went from {before.get(key)} to {after.get(key)}: a restart?")
+        if delta:
+            out[key] = delta
+    return out
 
 
 def diff(after: Counts, before: Counts) -> Counts:

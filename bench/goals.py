@@ -131,6 +131,7 @@ def evaluate(figures: dict[str, Any]) -> list[dict[str, Any]]:
         *targets,
         *_backlog_targets(figures.get("backlog")),
         *_idle_streams_targets(figures.get("idle_streams")),
+        *_turns_targets(figures.get("turns")),
     ]
 
 
@@ -265,4 +266,38 @@ def _idle_streams_targets(figure: dict[str, Any] | None) -> list[dict[str, Any]]
             IDLE_STREAMS_CORE_PERCENT,
             False,
         )
+    ]
+
+
+TURN_GROWTH = 1.1
+"""Issue 33: a conversation's turn 50 costs within 10% of its turn 1."""
+
+
+def _turns_targets(figure: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """A conversation's late turn against its first (figure 13): the store commands of its last
+    lock-step turn against its first (a count: exact), and the request -> completed p50 of the
+    paired rounds, where late and first turns alternate on the same machine (the lock step's
+    turn 1 and its last are minutes apart, and other users' load moves in between)."""
+    growth = (figure or {}).get("growth")
+    if not figure or not growth:
+        return []
+    last = growth["commands"].get("last_turn")
+    paired = figure.get("paired") or {}
+    later = paired.get("later") or {}
+    if later.get("requests"):
+        low, high = later["turns"]
+        latency_name = f"conversation turns {low}-{high} vs turn 1: request -> completed p50"
+        latency = (paired.get("later_vs_first") or {}).get("latency_ms_p50")
+    else:
+        latency_name = f"conversation turn {last} vs turn 1: request -> completed p50"
+        latency = growth["latency_ms"].get("ratio")
+    return [
+        _target(
+            f"conversation turn {last} vs turn 1: store commands",
+            f"<= {TURN_GROWTH:g}x",
+            growth["commands"].get("ratio"),
+            TURN_GROWTH,
+            False,
+        ),
+        _target(latency_name, f"<= {TURN_GROWTH:g}x", latency, TURN_GROWTH, False),
     ]

@@ -65,6 +65,14 @@ class Mode:
     sdk_in_flight: int = 10
     """...with this many in flight at once (and the Agent Server given as many workers, so its
     worker count is not what binds)."""
+    turns_conversations: int = 4
+    """Figure 13 (a conversation's turn as the conversation grows): conversations driven in lock
+    step, turn k of each at once, so each turn's figures are a median over them..."""
+    turns_count: int = 50
+    """...to this many turns each (the issue compares turn 50 with turn 1)."""
+    turns_paired: int = 20
+    """Then rounds of a long conversation's next turn and a new conversation's first, one request
+    at a time: latency and CPU of both under the same conditions."""
 
 
 SMOKE = Mode(
@@ -92,6 +100,9 @@ SMOKE = Mode(
     sdk_sequential=2,
     sdk_concurrent=4,
     sdk_in_flight=2,
+    turns_conversations=2,
+    turns_count=3,
+    turns_paired=1,
 )
 QUICK = Mode(
     name="quick",
@@ -141,5 +152,8 @@ FULL = Mode(
     sdk_sequential=100,
     sdk_concurrent=500,
     sdk_in_flight=20,
+    turns_conversations=10,
+    turns_count=100,
+    turns_paired=40,
 )
 MODES = {m.name: m for m in (SMOKE, QUICK, FULL)}

@@ -23,6 +23,7 @@ from bench import (
     machine,
     profile,
     sdk_figure,
+    turns,
 )
 from bench.load import fetch_stamps, open_loop
 from bench.modes import Mode
@@ -222,6 +223,28 @@ async def _second_store(
         await target.drop()
 
 
+async def _turns(
+    mode: Mode, kafka: str, mongodb: str, workdir: Path, raw: list[Any]
+) -> dict[str, Any]:
+    """Figure 13 on a database of its own (every document of it is charged to a turn), with 1
+    sandbox and the periodic sweeps out of its windows."""
+    infra = infra_pids(REPO / ".infra", mongodb)
+    target = Distributed(kafka=kafka, mongodb=mongodb, workdir=workdir, partitions=PARTITIONS)
+    target.cluster.env.update(turns.SWEEPS_OUT_OF_THE_WINDOWS)
+    await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
+    try:
+        log("conversations: starting gateway, orchestrator, notifier, 1 sandbox")
+        await target.start(sandboxes=1)
+        log(
+            f"figure 13: {mode.turns_conversations} conversations of {turns.AGENT!r} in lock"
+            f" step, {mode.turns_count} turns each"
+        )
+        return await turns.conversations(target, mode, infra, raw)
+    finally:
+        target.stop()
+        await target.drop()
+
+
 async def _profile(
     target: Distributed, mode: Mode, workdir: Path, saturated: float
 ) -> dict[str, Any]:
@@ -285,6 +308,21 @@ async def measure_history(mode: Mode, *, kafka: str, mongodb: str, workdir: Path
         "store": machine.store_of(mongodb, os.environ.get(STORE_LABEL) or None),
         "history": await _history(mode, kafka, mongodb, workdir / "history", raw),
     }
+
+
+async def measure_turns(mode: Mode, *, kafka: str, mongodb: str, workdir: Path) -> dict[str, Any]:
+    """Figure 13 alone (``python -m bench --turns-only``), with the machine and its date; and
+    the raw windows."""
+    raw: list[Any] = []
+    figure = {
+        "mode": mode.name,
+        "machine": machine.describe(REPO / ".infra"),
+        "store": machine.store_of(mongodb, os.environ.get(STORE_LABEL) or None),
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **await _turns(mode, kafka, mongodb, workdir / "turns", raw),
+    }
+    figure["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    return {"summary": figure, "raw": raw}
 
 
 async def measure_concurrency(
@@ -400,6 +438,7 @@ async def measure(mode: Mode, *, kafka: str, mongodb: str, workdir: Path) -> dic
     )
     figures_out["backlog"] = await _backlog(mode, kafka, workdir / "backlog", raw)
     figures_out["idle_streams"] = await _idle_streams(mode, kafka, mongodb, workdir / "streams")
+    figures_out["turns"] = await _turns(mode, kafka, mongodb, workdir / "turns", raw)
     second = os.environ.get(SECOND_STORE_URI)
     if second:
         label = os.environ.get(SECOND_STORE_LABEL) or None

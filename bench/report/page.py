@@ -19,6 +19,7 @@ from bench.report.idle_streams import streams_section
 from bench.report.speed import latency_section, ratios_section, throughput_section
 from bench.report.store import history_section, store_section
 from bench.report.text import num
+from bench.report.turns import turns_section
 
 HEADER = """# Benchmarks
 
@@ -29,7 +30,8 @@ the harness end to end, figures meaningless). Each writes `summary.json` and `ra
 execution's times, HDR histograms encoded) under `bench/results/<mode>/` and regenerates this page.
 `python -m bench --concurrency-only` (with a mode) runs sections 9 and 10 alone, JSON only;
 `--idle-streams-only [STREAMS]` section 11 alone; `--sdk-only` section 12 alone (LangGraph's Agent
-Server, installed by the bench into `.cache/bench/` from `bench/peers/agent_server.lock.txt`).
+Server, installed by the bench into `.cache/bench/` from `bench/peers/agent_server.lock.txt`);
+`--turns-only` section 13 alone, recorded into the mode's summary with its own date and machine.
 
 **How it measures.** Interlock runs as separate processes (gateway, orchestrator, notifier,
 sandboxes; the e2e tests' `Cluster`) on the local Kafka and FerretDB (`infra/infra.sh`; its
@@ -188,6 +190,7 @@ def render(summary: dict[str, Any], source: str, analysis: str = "") -> str:
         backlog_section,
         streams_section,
         sdk_section,
+        turns_section,
     )
     for section in sections:
         parts += section(summary)

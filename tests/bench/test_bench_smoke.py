@@ -114,7 +114,7 @@ def test_smoke_run_writes_every_figure_from_its_own_measurements(
     assert summary["figures"]["backlog"]["held_peak"] <= summary["figures"]["backlog"]["buffer"]
 
     # Each summary figure of executions is backed by raw executions with their times.
-    own_shape = ("backlog", "sdk-workload")
+    own_shape = ("backlog", "sdk-workload", "turns")
     executions = [
         e for entry in raw if entry["figure"] not in own_shape for e in entry["executions"]
     ]
@@ -132,8 +132,20 @@ def test_smoke_run_writes_every_figure_from_its_own_measurements(
             assert run["error"] is None
             assert run["started"] < run["interrupted"] <= run["resumed"] < run["completed"]
 
+    # Section 13: every turn of every conversation completed, its commands counted and the
+    # bytes it left read back.
+    turns = summary["figures"]["turns"]
+    assert turns["turns"] == settings["turns_count"] and not turns["failures"], turns["failures"]
+    for row in turns["per_turn"]:
+        assert row["completed"] == settings["turns_conversations"], row
+        assert row["commands"] > 0 and row["checkpoint_bytes"] and row["state_bytes"], row
+    assert turns["paired"]["later"]["requests"] == settings["turns_paired"]
+    [windows] = [e for e in raw if e["figure"] == "turns"]
+    assert len(windows["windows"]) == settings["turns_count"]
+
     page = docs.read_text()
     assert "## Targets" in page and "## 6." not in page  # smoke mode does not profile
     assert "## 7. The store" in page and "## 8. History growth" in page
     assert f"{one['per_second']:,.2f}" in page
     assert "## 12. One langgraph-sdk workload" in page
+    assert "## 13. A conversation's turns" in page
