@@ -61,9 +61,12 @@ async def invoke_turn(
             "a session's turn is not keyed: each message is a turn of its own; send"
             " idempotency_key without session_id for a keyed one-off execution",
         )
-    record, _ = await store.threads.create(
-        ThreadRecord(project_id=project_id, workspace_id=workspace_id, thread_id=session_id)
-    )
+    # Read first: a session's later turns find it (one read), only its first creates it.
+    record = await store.threads.get(project_id, workspace_id, session_id)
+    if record is None:
+        record, _ = await store.threads.create(
+            ThreadRecord(project_id=project_id, workspace_id=workspace_id, thread_id=session_id)
+        )
     policy = body.multitask_strategy or "enqueue"
     for _ in range(RACES):
         try:

@@ -170,9 +170,15 @@ class Orchestrator:
 
         async def turn_of(execution_id: str) -> Execution | None:
             if execution_id not in read:
-                read[execution_id] = await self._store.executions.get(
-                    execution.project_id, execution_id
-                )
+                # A turn this replica saw end stays ended: its copy answers (any other copy may
+                # be behind, so the store does).
+                known_copy = self._known.get(execution_id)
+                if known_copy is not None and known_copy.status.is_terminal:
+                    read[execution_id] = known_copy
+                else:
+                    read[execution_id] = await self._store.executions.get(
+                        execution.project_id, execution_id
+                    )
             return read[execution_id]
 
         after = turn.after
