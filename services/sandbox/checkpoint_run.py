@@ -40,6 +40,10 @@ class Known:
     writes: list[Document] = field(default_factory=list)
     saver: HeldWriter | None = None
     """Set while the run holds a change of it not yet stored: stored when the run ends."""
+    kept: bool = True
+    """False for the copy a thread's turn starts from (services/sandbox/thread_base.py): a
+    checkpoint of another thread, in that one's history already, so when a later checkpoint of
+    the run replaces it, it is dropped rather than stored."""
 
 
 @dataclass

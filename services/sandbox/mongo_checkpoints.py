@@ -60,6 +60,7 @@ from pymongo.errors import DuplicateKeyError
 
 from services.sandbox.checkpoint_run import Known, Run, current_run, store_held
 from services.sandbox.checkpoint_run import run_scope as run_scope
+from services.sandbox.thread_base import BASE_COPY_KEY
 from shared.errors import Fenced
 
 CHECKPOINTS = "checkpoints"
@@ -125,15 +126,17 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
         if run is not None:
             key = (thread_id, checkpoint_ns)
             previous = run.newest.get(key)
-            if previous is not None and previous.saver is not None:
-                # Another checkpoint in the same run (never with durability="exit"): the one
-                # before goes to the database now, so history keeps it.
+            if previous is not None and previous.saver is not None and previous.kept:
+                # Another checkpoint in the same run (never with durability="exit" but after a
+                # turn's copy of its base, which is not kept): the one before goes to the
+                # database now, so history keeps it.
                 await self.write_head(run, key, previous)
             # The same object the checkpoint's writes went to: LangGraph may store them before
             # the checkpoint, even concurrently with it.
             known = run.early.pop((thread_id, checkpoint_ns, checkpoint_id), None) or Known({})
             known.document = document
             known.saver = self
+            known.kept = BASE_COPY_KEY not in (metadata or {})
             run.newest[key] = known
         else:
             await self._put_head(thread_id, checkpoint_ns, document, None)

@@ -17,6 +17,10 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from shared.events import ThreadTurn
 
+BASE_COPY_KEY = "interlock_base"
+"""The metadata key of a turn's copy of its base checkpoint (its value: the base's execution):
+the saver does not store the copy once the run's own checkpoint replaces it."""
+
 
 class CheckpointNotFound(Exception):
     """The checkpoint a fork names does not exist (or is not the base's)."""
@@ -46,7 +50,7 @@ async def copy_base(saver: object, turn: ThreadTurn, config: RunnableConfig) -> 
     target: RunnableConfig = {
         "configurable": {"thread_id": config["configurable"]["thread_id"], "checkpoint_ns": ""}
     }
-    metadata = {**found.metadata, "source": "fork", "forked_from": turn.base}
+    metadata = {**found.metadata, "source": "fork", BASE_COPY_KEY: turn.base}
     checkpoint = found.checkpoint
     await saver.aput(target, checkpoint, metadata, dict(checkpoint["channel_versions"]))  # type: ignore[arg-type]
     return True

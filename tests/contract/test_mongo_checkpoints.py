@@ -17,8 +17,11 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 from pymongo import AsyncMongoClient, MongoClient, monitoring
 
+from services.sandbox.checkpoint_run import known_to_be_new
 from services.sandbox.mongo_checkpoints import AsyncMongoSaver, run_scope
+from services.sandbox.thread_base import copy_base
 from shared.errors import Fenced
+from shared.events import ThreadTurn
 from tests.conftest import unique_name
 from tests.contract.legacy_point_read_saver import PointReadMongoDBSaver
 
@@ -264,3 +267,28 @@ async def test_a_run_that_raises_stores_nothing_more(database: tuple[Any, Comman
             await graph_on(AsyncMongoSaver(db)).ainvoke({"log": []}, config, durability="exit")
             raise RuntimeError("the database failed, or the run was fenced")
     assert await db["checkpoint_heads"].find_one({}) is None
+
+
+async def test_a_turn_starts_from_its_bases_copy_and_stores_only_its_own_checkpoint(
+    database: tuple[Any, Commands, str],
+) -> None:
+    """A thread's next turn copies its base's checkpoint into its own thread and runs on it:
+    one read of the base, one write of the turn's head; the copy, replaced within the run, is
+    never stored (it is in the base's history already)."""
+    db, commands, _ = database
+    saver = AsyncMongoSaver(db)
+    graph = graph_on(saver)
+    base = {"configurable": {"thread_id": "turn-1"}}
+    async with run_scope():
+        await graph.ainvoke({"log": []}, base, durability="exit")
+        await graph.ainvoke(Command(resume="ok"), base, durability="exit")
+    commands.seen.clear()
+    turn = {"configurable": {"thread_id": "turn-2"}}
+    async with run_scope():
+        known_to_be_new("turn-2")
+        assert await copy_base(saver, ThreadTurn(thread_id="t", turn=2, base="turn-1"), turn)
+        second = await graph.ainvoke({"log": ["again"]}, turn, durability="exit")
+    assert commands.seen == [("find", "checkpoint_heads"), ("findAndModify", "checkpoint_heads")]
+    before = (await graph.aget_state(base)).values["log"]
+    assert second["log"][: len(before)] == before and len(second["log"]) > len(before)
+    assert await db["checkpoints"].count_documents({"thread_id": "turn-2"}) == 0
