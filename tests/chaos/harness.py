@@ -15,7 +15,7 @@ from typing import Any
 from pymongo import AsyncMongoClient
 
 from shared.domain.execution import Execution
-from tests.chaos.invariants import EffectCall, Observation, ProcessStats
+from tests.chaos.invariants import ConversationRecord, EffectCall, Observation, ProcessStats
 from tests.e2e.cluster import SERVICES, Cluster
 from tests.e2e.effects import Effects
 
@@ -89,7 +89,10 @@ def kill(cluster: Cluster, service: str, index: int = 0) -> bool:
 async def read_store(
     uri: str, database: str, ids: set[str]
 ) -> tuple[dict[str, Execution], dict[str, list[str]]]:
-    """The latest stored version of each execution, and each execution's step keys."""
+    """The latest stored version of each execution, and each execution's step keys. Version 1
+    is only in the head (``executions``, shared/store/mongo/executions.py), later ones in the
+    log, which the head may trail: the newest of both, of those that kept their body (older
+    versions of an ended execution are stubs)."""
     client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
         uri, serverSelectionTimeoutMS=10_000
     )
@@ -97,10 +100,14 @@ async def read_store(
         db = client[database]
         latest: dict[str, dict[str, Any]] = {}
         query = {"execution_id": {"$in": sorted(ids)}}
-        async for document in db["execution_versions"].find(query):
-            current = latest.get(document["execution_id"])
-            if current is None or document["version"] > current["version"]:
-                latest[document["execution_id"]] = document
+        heads = db["executions"].find({"_id": {"$in": sorted(ids)}})
+        versions = db["execution_versions"].find(query)
+        for cursor in (heads, versions):
+            async for document in cursor:
+                current = latest.get(document["execution_id"])
+                newer = current is None or document["version"] > current["version"]
+                if "body" in document and newer:
+                    latest[document["execution_id"]] = document
         executions = {k: Execution.model_validate_json(d["body"]) for k, d in latest.items()}
         steps: dict[str, list[str]] = defaultdict(list)
         async for document in db["steps"].find(query, {"_id": 1, "execution_id": 1}):
@@ -118,6 +125,7 @@ async def observe(
     created: set[str],
     supervisor: Supervisor,
     faults_injected: int,
+    conversations: list[ConversationRecord] | None = None,
 ) -> Observation:
     executions, steps = await read_store(
         cluster.env["INTERLOCK_MONGODB_URI"], cluster.database, created
@@ -135,6 +143,7 @@ async def observe(
         processes=supervisor.stats(),
         faults_injected=faults_injected,
         tracked=set(created),
+        conversations=list(conversations or []),
     )
 
 

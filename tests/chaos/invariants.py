@@ -15,7 +15,10 @@ The numbered invariants are the issue's (docs/reliability.md):
 5. nothing stuck: no execution left pending / running / resuming once the run settled;
 6. bounded resources: no process restarts beyond the faults injected, RSS within budget;
 7. clear errors: every 4xx is problem+json, no 5xx other than a 503 with ``Retry-After``, no
-   request left without an answer by a gateway that is up.
+   request left without an answer by a gateway that is up;
+8. conversations (the scenarios that hold them): every turn a client sent is its thread's turn,
+   once, in the order sent, completed; each turn's state holds exactly the messages before it,
+   in order, its reply once; a turn ran only once the one before it had ended.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import Any
 
 from services.orchestrator.state_machine import ALLOWED_TRANSITIONS
 from shared.domain.execution import Execution, ExecutionStatus
+from shared.domain.threads import turn_execution_id
 
 S = ExecutionStatus
 UNSETTLED = frozenset({S.PENDING, S.RUNNING, S.RESUMING})
@@ -67,6 +71,56 @@ class ProcessStats:
     peak_rss_mb: float
 
 
+Message = tuple[str, str]
+"""One message of a thread's state, as ``(type, content)``: ``("human", "hello")``."""
+
+
+@dataclass
+class ConversationRecord:
+    """One conversation a scenario's client held (a session, which is a LangGraph thread): what
+    it sent and was answered, and what the gateway showed of the thread once the run settled."""
+
+    project_id: str
+    workspace_id: str
+    thread_id: str
+    sent: list[str] = field(default_factory=list)
+    """The human messages, one per turn, in the order sent."""
+    decisions: dict[int, str] = field(default_factory=dict)
+    """Turn -> the decision the client was told was accepted for its review."""
+    accepted: list[tuple[int, str]] = field(default_factory=list)
+    """(turn, execution id) the gateway answered for each message sent, in the order sent."""
+    finished: bool = False
+    """The client saw its last turn complete before its deadline."""
+    problems: list[str] = field(default_factory=list)
+    """Answers no correct server gives (a 409 for an enqueued turn, a turn holding another
+    text than the one sent)."""
+    listed: list[tuple[int, str, str]] = field(default_factory=list)
+    """At the end: the session's turns as the gateway lists them, (turn, execution id, status)."""
+    states: dict[int, list[Message]] = field(default_factory=dict)
+    """At the end: each completed turn's own state (its execution's result), by turn."""
+    final: list[Message] | None = None
+    """At the end: the thread's state (LangGraph's ``threads.get_state``)."""
+    history: list[int] | None = None
+    """At the end: how many messages each state of the thread's history holds, newest first."""
+
+
+def expected_reply(sent: list[str], turn: int, decision: str | None) -> str:
+    """What agents/conversation.py answers turn ``turn`` of ``sent``: its text, every human
+    message before it in order, and the reviewer's word when the turn waited for one."""
+    reply = f"turn {turn}: you said {sent[turn - 1]!r}; before: {sent[: turn - 1]!r}"
+    return reply if decision is None else f"{reply}; reviewer said {decision}"
+
+
+def expected_state(conversation: ConversationRecord, turns: int) -> list[Message]:
+    """The state after ``turns`` turns: each human message followed by its reply."""
+    state: list[Message] = []
+    for turn in range(1, turns + 1):
+        state.append(("human", conversation.sent[turn - 1]))
+        decision = conversation.decisions.get(turn)
+        state.append(("ai", expected_reply(conversation.sent, turn, decision)))
+    return state
+
+
 @dataclass
 class Observation:
     executions: dict[str, Execution]
@@ -81,6 +135,8 @@ class Observation:
     tracked: set[str] = field(default_factory=set)
     """The executions this scenario's clients created (2xx invokes); the store may hold others
     of an earlier scenario on the same database."""
+    conversations: list[ConversationRecord] = field(default_factory=list)
+    """The conversations the scenario's clients held (their turns are in ``tracked`` too)."""
 
 
 @dataclass
@@ -121,6 +177,8 @@ def check(observation: Observation) -> Verdict:
     _nothing_stuck(observation, ids, verdict)
     _bounded_resources(observation, verdict)
     _clear_errors(observation, verdict)
+    for conversation in observation.conversations:
+        _conversation(conversation, observation.executions, verdict)
     return verdict
 
 
@@ -316,3 +374,125 @@ def _clear_errors(observation: Observation, verdict: Verdict) -> None:
                 f"{record.method} {record.path}: {record.status}"
                 + (" (after a malformed request)" if record.client_error else ""),
             )
+
+
+CONVERSATIONS = "8.conversations"
+
+
+def _conversation(
+    conversation: ConversationRecord, executions: dict[str, Execution], verdict: Verdict
+) -> None:
+    """Nothing lost, duplicated or reordered in one conversation, nothing stuck in it. A turn
+    still pending, running or resuming is counted stuck by ``_nothing_stuck`` already."""
+
+    def violation(detail: str) -> None:
+        verdict.add(CONVERSATIONS, f"{conversation.thread_id}: {detail}")
+
+    for problem in conversation.problems:
+        violation(problem)
+    count = len(conversation.sent)
+    ids = {
+        turn: turn_execution_id(
+            conversation.project_id, conversation.workspace_id, conversation.thread_id, turn
+        )
+        for turn in range(1, count + 1)
+    }
+    for sent, (turn, execution_id) in enumerate(conversation.accepted, start=1):
+        if (turn, execution_id) != (sent, ids[sent]):
+            violation(f"message {sent} accepted as turn {turn} ({execution_id}), not {ids[sent]}")
+    if not conversation.finished:
+        violation(f"the client did not see turn {count} complete before its deadline")
+
+    listed = Counter(turn for turn, _, _ in conversation.listed)
+    for turn, times in sorted(listed.items()):
+        if turn not in ids or times > 1:
+            extra = times if turn not in ids else times - 1
+            verdict.duplicated += extra
+            violation(f"turn {turn} listed {times} times; {count} messages were sent")
+    if sorted(listed) != list(range(1, len(listed) + 1)):
+        violation(f"turns listed {sorted(listed)}: not 1..{len(listed)}")
+    status_of = {turn: (eid, status) for turn, eid, status in conversation.listed}
+    completed: set[int] = set()
+    for turn, execution_id in ids.items():
+        if turn not in status_of:
+            verdict.lost += 1
+            violation(f"turn {turn} ({execution_id}) is not listed")
+            continue
+        listed_id, status = status_of[turn]
+        if listed_id != execution_id:
+            violation(f"turn {turn} listed as {listed_id}, not {execution_id}")
+        if status == S.COMPLETED.value:
+            completed.add(turn)
+            continue
+        if status in {s.value for s in UNSETTLED}:
+            pass  # counted by _nothing_stuck
+        elif status == S.SUSPENDED.value:
+            verdict.stuck += 1
+        else:
+            verdict.lost += 1
+        violation(f"turn {turn} ({execution_id}) ended {status}, not completed")
+
+    for turn in sorted(completed):
+        state = conversation.states.get(turn)
+        wanted = expected_state(conversation, turn)
+        if state is None:
+            violation(f"turn {turn} completed without a state")
+        elif state != wanted:
+            violation(f"turn {turn}'s state: {_difference(state, wanted)}")
+    wanted = expected_state(conversation, count)
+    final = conversation.final
+    if final is None:
+        violation("no thread state read")
+    else:
+        said = Counter(content for kind, content in final if kind == "human")
+        replies = Counter(content for kind, content in final if kind == "ai")
+        for turn in range(1, count + 1):
+            text, reply = wanted[2 * turn - 2][1], wanted[2 * turn - 1][1]
+            if said[text] > 1 or replies[reply] > 1:
+                times = max(said[text], replies[reply])
+                verdict.duplicated += times - 1
+                violation(f"turn {turn} is {times} times in the thread's state")
+            elif said[text] == 0 and turn in completed:
+                # Completed, yet the conversation does not hold it: the turn is lost.
+                verdict.lost += 1
+                violation(f"turn {turn} completed, but its message is not in the thread's state")
+            elif replies[reply] == 0 and turn in completed:
+                # Its message is there, its reply is not the expected one: the turn saw
+                # other messages before it than the ones sent (reordered, or one lost).
+                violation(f"turn {turn}'s reply is not {reply!r}")
+        if final != wanted:
+            violation(f"the thread's state: {_difference(final, wanted)}")
+    if conversation.history is not None:
+        sizes = [2 * turn for turn in range(count, 0, -1)]
+        if conversation.history != sizes:
+            violation(f"history of {conversation.history} messages per state, not {sizes}")
+
+    for turn in range(2, count + 1):
+        before, this = executions.get(ids[turn - 1]), executions.get(ids[turn])
+        if before is None or this is None:
+            continue
+        ended = next(
+            (a.at for a in before.audit if a.action == "transition" and _terminal(a.to_status)),
+            None,
+        )
+        dispatched = next((a.at for a in this.audit if a.action == "dispatched"), None)
+        if dispatched is not None and (ended is None or dispatched < ended):
+            violation(
+                f"turn {turn} dispatched at {dispatched.isoformat()}, before turn {turn - 1}"
+                f" ended ({ended.isoformat() if ended else 'never'}): two runs overlapped"
+            )
+
+
+def _terminal(status: ExecutionStatus | None) -> bool:
+    return status is not None and status.is_terminal
+
+
+def _difference(state: list[Message], wanted: list[Message]) -> str:
+    """Where a state departs from the expected one: its size, and its first differing message."""
+    at = next(
+        (i for i, (got, want) in enumerate(zip(state, wanted, strict=False)) if got != want),
+        min(len(state), len(wanted)),
+    )
+    got = f"{state[at][0]}: {state[at][1]!r}" if at < len(state) else "nothing"
+    want = f"{wanted[at][0]}: {wanted[at][1]!r}" if at < len(wanted) else "nothing"
+    return f"{len(state)} messages, not {len(wanted)}; message {at + 1} is {got}, not {want}"

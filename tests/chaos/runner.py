@@ -174,6 +174,7 @@ async def run_scenario(scenario: Scenario, *, kafka: str, mongodb: str, workdir:
                 created=workload.created,
                 supervisor=supervisor,
                 faults_injected=ctx.faults + fired_faults(faults_dir),
+                conversations=workload.conversations,
             )
         verdict = check(observation)
         for invariant, details in ctx.extra.items():

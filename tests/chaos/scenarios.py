@@ -10,12 +10,14 @@ import os
 import random
 import signal
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from tests.chaos import poison
+from tests.chaos.conversations import Conversation
 from tests.chaos.harness import kill
 from tests.chaos.runner import Context, Scenario
 from tests.chaos.workload import TERMINAL
@@ -165,6 +167,129 @@ def _stopped(pid: int) -> bool:
             return stat.read().split(") ", 1)[1].startswith("T")
     except OSError:
         return False
+
+
+# --- conversations -----------------------------------------------------------------------------
+
+
+CONVERSATIONS = 12
+"""Five-turn conversations at once, half on Interlock's API, half on LangGraph's."""
+CONVERSATION_SECONDS = 420.0
+CONVERSATION_IDLE_SECONDS = 90.0
+
+
+async def turn_statuses(ctx: Context, chats: list[Conversation]) -> Counter[str]:
+    """Every turn's status now, counted (each thread's session, read at once; one not started
+    yet is a 404): ``pending`` are turns queued behind their thread's busy turn, or about to be
+    dispatched."""
+    workload = ctx.workload
+
+    async def listed(chat: Conversation) -> list[str]:
+        response = await workload.call(
+            "GET",
+            f"{workload.scope}/sessions/{chat.thread_id}",
+            params={"workspace_id": workload.workspace, "limit": 20},
+        )
+        if response is None or response.status_code != 200:
+            return []
+        return [str(t["status"]) for t in response.json()["turns"]]
+
+    return Counter(s for statuses in await asyncio.gather(*map(listed, chats)) for s in statuses)
+
+
+async def kill_mid_conversations(ctx: Context, chats: list[Conversation], label: str) -> None:
+    """SIGKILL the orchestrator and every sandbox at once (the supervisor restarts them), noting
+    where the turns stood just before."""
+    statuses = await turn_statuses(ctx, chats)
+    killed = []
+    for service in ("orchestrator", "sandbox"):
+        for index in range(len(ctx.cluster.processes[service])):
+            if kill(ctx.cluster, service, index):
+                ctx.faults += 1
+                killed.append(f"{service}-{index}")
+    ctx.notes.append(
+        f"{label}: {', '.join(killed)} SIGKILLed with turns "
+        + ", ".join(f"{status} {n}" for status, n in sorted(statuses.items()))
+    )
+
+
+async def kill_orchestrator_at_wake(ctx: Context, log_from: int, timeout: float = 60) -> None:
+    """SIGKILL the orchestrator the moment its log says it wakes a queued turn (``turn.woken``,
+    logged just before the turn's dispatch is written and sent) past ``log_from`` (a size of its
+    log): a kill between a turn's end and the next turn's start, which the redelivered report
+    of the ended turn must make good."""
+    log = ctx.workdir / "orchestrator-0.log"
+    position = log_from
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        with log.open("rb") as handle:
+            handle.seek(position)
+            chunk = handle.read()
+        lines = chunk.split(b"\n")
+        woken = next((line for line in lines[:-1] if b'"event": "turn.woken"' in line), None)
+        if woken is not None:
+            if kill(ctx.cluster, "orchestrator", 0):
+                ctx.faults += 1
+                turn = json.loads(woken).get("execution_id")
+                ctx.notes.append(f"3: orchestrator-0 SIGKILLed as it woke turn {turn}")
+            return
+        position += len(chunk) - len(lines[-1])
+        await asyncio.sleep(0.01)
+    ctx.notes.append(f"3: no turn woken within {timeout:.0f} s: the orchestrator not killed")
+
+
+async def conversations_under_kills(ctx: Context) -> None:
+    """Concurrent five-turn conversations; turn 3 of each waits for a review while turns 4 and 5
+    are queued behind it (enqueue, the default). The orchestrator and the sandboxes are
+    SIGKILLed once half the threads wait so, the others still running their first turns; the
+    reviews are answered from then on (the first ones while the processes restart); they are
+    SIGKILLed again once a third of the reviewed turns completed, the queued turns behind them
+    waking and running; and the orchestrator alone once more, back from that, the moment it
+    wakes a queued turn.
+    Every thread must end with its five turns, once each, in order (invariant 8)."""
+    reviews_open = asyncio.Event()
+    chats = [
+        Conversation(
+            ctx.workload, i, api="native" if i % 2 == 0 else "langgraph", reviews_open=reviews_open
+        )
+        for i in range(CONVERSATIONS)
+    ]
+    deadline = time.monotonic() + CONVERSATION_SECONDS
+
+    async def launch() -> None:
+        for chat in chats:
+            ctx.workload.spawn(chat.run(deadline))
+            await asyncio.sleep(1.0)
+
+    ctx.workload.spawn(launch())
+    await eventually(
+        lambda: _async(sum(c.parked for c in chats)),
+        lambda n: n >= CONVERSATIONS // 2,
+        timeout=240,
+        what=f"{CONVERSATIONS // 2} threads waiting for a review with two turns queued",
+    )
+    await kill_mid_conversations(ctx, chats, "1")
+    reviews_open.set()
+    # Once a third of the reviewed turns completed, the processes are back and the turns
+    # queued behind them are woken one after the other: some run, some are being woken.
+    await eventually(
+        lambda: _async(sum(c.resumed for c in chats)),
+        lambda n: n >= CONVERSATIONS // 3,
+        timeout=240,
+        what=f"{CONVERSATIONS // 3} reviewed turns completed",
+    )
+    await kill_mid_conversations(ctx, chats, "2")
+    # What its log holds from here on is the restarted orchestrator's.
+    await kill_orchestrator_at_wake(ctx, (ctx.workdir / "orchestrator-0.log").stat().st_size)
+    # A thread that stopped moving for a minute and a half is stuck (a turn runs in seconds).
+    await ctx.workload.settle(CONVERSATION_SECONDS, idle=CONVERSATION_IDLE_SECONDS)
+    await asyncio.gather(*(chat.read_back() for chat in chats))
+    done = sum(c.record.finished for c in chats)
+    turns = sum(1 for c in chats for _, _, status in c.record.listed if status == "completed")
+    ctx.notes.append(
+        f"{done} of {len(chats)} conversations finished ({len(chats) // 2} native,"
+        f" {len(chats) - len(chats) // 2} LangGraph); {turns} turns completed"
+    )
 
 
 # --- messages ----------------------------------------------------------------------------------
@@ -469,6 +594,14 @@ SCENARIOS: list[Scenario] = [
         effects_delay_ms=SLOW_EFFECT_MS,
         description=f"a sandbox with {SANDBOX_LIMIT} runs in flight (slow emails) is SIGKILLed,"
         " twice: each run is taken up again, each email sent once",
+    ),
+    Scenario(
+        "sigkill-during-conversations",
+        conversations_under_kills,
+        settle_seconds=60,
+        description=f"{CONVERSATIONS} five-turn conversations, turn 3 waiting for a review with"
+        " turns 4-5 queued: the orchestrator and the sandboxes SIGKILLed twice, the"
+        " orchestrator once more as it wakes a queued turn; every turn once, in order",
     ),
     Scenario(
         "zombie-sandbox-fenced",

@@ -9,11 +9,12 @@ import contextlib
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Coroutine
 from typing import Any
 
 import httpx
 
-from tests.chaos.invariants import HttpRecord
+from tests.chaos.invariants import ConversationRecord, HttpRecord
 
 TERMINAL = {"completed", "error", "cancelled", "expired"}
 POLL_SECONDS = 0.3
@@ -53,6 +54,8 @@ class Workload:
         self.reject_every = reject_every
         self.http: list[HttpRecord] = []
         self.created: set[str] = set()
+        self.conversations: list[ConversationRecord] = []
+        """The conversations its clients hold (tests/chaos/conversations.py), for the checker."""
         self.finished: dict[str, str] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._count = 0
@@ -69,7 +72,7 @@ class Workload:
         self.nudges += 1
         self._changed[execution_id].set()
 
-    async def _next_look(self, execution_id: str, pause: float) -> None:
+    async def next_look(self, execution_id: str, pause: float) -> None:
         if not self.watched:
             await asyncio.sleep(pause)
             return
@@ -106,7 +109,9 @@ class Workload:
         body: dict[str, Any] = {}
         if response.headers.get("content-type", "").startswith("application/json"):
             with contextlib.suppress(ValueError):
-                body = response.json()
+                parsed = response.json()
+                # A list answers a listing (a thread's history): no execution of its own.
+                body = parsed if isinstance(parsed, dict) else {}
         accepted_resume = method == "POST" and path.endswith("/resume") and response.is_success
         self.http.append(
             HttpRecord(
@@ -142,7 +147,7 @@ class Workload:
                 self.created.add(execution_id)
                 self.progressed()
                 return execution_id
-            await _pause(response)
+            await wait_retry_after(response)
         return None
 
     async def status(self, execution_id: str) -> dict[str, Any] | None:
@@ -153,7 +158,7 @@ class Workload:
             params={"workspace_id": self.workspace},
         )
         if response is None or response.status_code != 200:
-            await _pause(response)
+            await wait_retry_after(response)
             return None
         return dict(response.json())
 
@@ -198,7 +203,7 @@ class Workload:
                 if status in (202, 409):
                     decided = generation
                     continue
-            await self._next_look(execution_id, pause)
+            await self.next_look(execution_id, pause)
             pause = min(pause * 1.5, MAX_POLL_SECONDS)
 
     # --- load ----------------------------------------------------------------------------------
@@ -224,6 +229,11 @@ class Workload:
 
         self._tasks.append(asyncio.create_task(launch()))
 
+    def spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        """Run a client of the scenario's own (a conversation) as part of the load: ``settle``
+        waits for it too."""
+        self._tasks.append(asyncio.create_task(coroutine))
+
     async def settle(self, timeout: float, *, idle: float | None = None) -> None:
         """Wait for every started execution to be driven to its end, or give up (the checker
         then finds what is stuck) at the deadline or, with ``idle``, once no execution moved
@@ -247,7 +257,7 @@ class Workload:
                 raise task.exception()  # type: ignore[misc]
 
 
-async def _pause(response: httpx.Response | None) -> None:
+async def wait_retry_after(response: httpx.Response | None) -> None:
     retry_after = response.headers.get("retry-after") if response is not None else None
     try:
         seconds = float(retry_after) if retry_after else 0.5
