@@ -217,7 +217,10 @@ class Orchestrator:
             following = await self._store.executions.get(ended.project_id, following_id)
             if following is None or following.input.turn is None:
                 return
-            if following.status is ExecutionStatus.PENDING and following.epoch == 0:
+            if following.status is ExecutionStatus.PENDING:
+                # At epoch 0 it waits to be started; past it, a crash came between storing its
+                # start and sending its dispatch: applying the start again re-sends what its
+                # stored state calls for (the sandbox recognises a repeated dispatch).
                 starting = await self._turn_start(following, previous)
                 if starting is not None:
                     request = request_of(following)

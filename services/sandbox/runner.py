@@ -41,7 +41,7 @@ from services.sandbox.loading import AgentNotLoadable, GraphCache, LoadedAgent
 from services.sandbox.progress import STREAM_MODES, ProgressAnnouncer, ProgressRecorder
 from services.sandbox.reviews import interrupt_reviews
 from services.sandbox.step_index import StepIndex
-from services.sandbox.thread_base import CheckpointNotFound, copy_base
+from services.sandbox.thread_base import CheckpointNotFound, copy_base, is_base_copy
 from shared import metrics
 from shared.errors import Fenced, is_transient
 from shared.events import (
@@ -179,7 +179,13 @@ class AgentRunner:
         if turn is not None and turn.kind == "update":
             attempt = Attempt(dispatch.execution_id, dispatch.epoch, number)
             return await self._update(agent, dispatch, turn, config, snapshot, attempt), attempt
-        payload = self._next_input(dispatch, snapshot, agent)
+        if turn is not None and is_base_copy(snapshot):
+            # The turn's copy of its base is its newest checkpoint (a saver that stores each
+            # checkpoint as it comes, and a run that died after the copy): its input has not
+            # run yet, and the copy need not be made again.
+            payload: Any = dispatch.input.graph_input() if dispatch.input is not None else None
+        else:
+            payload = self._next_input(dispatch, snapshot, agent)
         if isinstance(payload, Suspended | Completed | Failed | Refused):
             return payload, None
         attempt = Attempt(dispatch.execution_id, dispatch.epoch, number)
@@ -242,7 +248,7 @@ class AgentRunner:
         """A turn that writes state instead of running (``update_state``, or a thread's copy):
         from its base's checkpoint, the given values as ``as_node``'s output; its result is the
         state after. Done once: a redelivered dispatch finds the checkpoint and reports it."""
-        if snapshot.created_at is None:
+        if snapshot.created_at is None or is_base_copy(snapshot):
 
             async def fence() -> None:
                 await self.ensure_current(attempt, within=FENCE_RECHECK_SECONDS)
@@ -250,7 +256,10 @@ class AgentRunner:
             token = current_fence.set(fence)
             try:
                 try:
-                    await copy_base(agent.graph.checkpointer, turn, config)
+                    # The copy may be there already (a saver that stores each checkpoint, and
+                    # an attempt that died before the update).
+                    if snapshot.created_at is None:
+                        await copy_base(agent.graph.checkpointer, turn, config)
                 except CheckpointNotFound as exc:
                     return Failed("CheckpointNotFound", str(exc))
                 values = dispatch.input.graph_input() if dispatch.input is not None else {}

@@ -14,6 +14,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.types import StateSnapshot
 
 from shared.events import ThreadTurn
 
@@ -54,3 +55,8 @@ async def copy_base(saver: object, turn: ThreadTurn, config: RunnableConfig) -> 
     checkpoint = found.checkpoint
     await saver.aput(target, checkpoint, metadata, dict(checkpoint["channel_versions"]))  # type: ignore[arg-type]
     return True
+
+
+def is_base_copy(snapshot: StateSnapshot) -> bool:
+    """Is the thread's newest checkpoint the copy a turn started from, its input not yet run?"""
+    return snapshot.created_at is not None and BASE_COPY_KEY in (snapshot.metadata or {})

@@ -26,6 +26,7 @@ from services.sandbox.runner import (
     Refused,
     Suspended,
 )
+from services.sandbox.thread_base import copy_base
 from services.sandbox.tools import make_tools_durable
 from shared.agents import load_registry
 from shared.domain.execution import ExecutionStatus
@@ -38,7 +39,9 @@ from shared.events import (
     ExecutionFailure,
     ReportOutcome,
     ResumeInstruction,
+    ThreadTurn,
 )
+from shared.settings import CommonSettings
 from shared.store.memory import InMemoryStore
 from tests import factories as f
 
@@ -359,3 +362,32 @@ async def test_a_run_killed_between_a_nodes_writes_and_its_checkpoint_continues(
     outcome, _ = await runner.run(start())
     assert isinstance(outcome, Suspended), outcome
     assert outcome.interrupts[0].value["claim_id"] == "CLM-4821"
+
+
+def turn_start(execution_id: str, turn: ThreadTurn, text: str) -> ExecutionDispatched:
+    return ExecutionDispatched(
+        execution_id=execution_id,
+        agent="conversation",
+        epoch=1,
+        kind=DispatchKind.START,
+        input=AgentInput(message=text, turn=turn),
+        **SCOPE,
+    )
+
+
+async def test_a_turn_starts_from_its_base_even_when_an_attempt_died_after_storing_the_copy() -> (
+    None
+):
+    """With a saver that stores each checkpoint as it comes (LangGraph's own, as in dev mode),
+    an attempt can die with the turn's copy of its base stored and its input not run: the next
+    attempt runs the input on that copy (never reports the base's state as the turn's)."""
+    saver = InMemorySaver()
+    runner = runner_on(CommonSettings().agents_file, InMemoryStore(), saver)
+    first, _ = await runner.run(turn_start("turn-1", ThreadTurn(thread_id="t", turn=1), "hello"))
+    assert isinstance(first, Completed)
+    turn = ThreadTurn(thread_id="t", turn=2, after="turn-1", base="turn-1")
+    await copy_base(saver, turn, {"configurable": {"thread_id": "turn-2"}})  # the dead attempt
+    second, _ = await runner.run(turn_start("turn-2", turn, "again"))
+    assert isinstance(second, Completed)
+    [*_, reply] = second.result["messages"]
+    assert reply["content"] == "turn 2: you said 'again'; before: ['hello']", second.result
