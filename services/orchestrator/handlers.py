@@ -217,6 +217,11 @@ class Orchestrator:
             following = await self._store.executions.get(ended.project_id, following_id)
             if following is None or following.input.turn is None:
                 return
+            if following.status is ExecutionStatus.PENDING and following.undelivered_since:
+                # Its request never reached the bus and its client was told 503: a retry is a
+                # turn of its own, so this one is left to the sweep that abandons it, and its
+                # end wakes the turn after it.
+                return
             if following.status is ExecutionStatus.PENDING:
                 # At epoch 0 it waits to be started; past it, a crash came between storing its
                 # start and sending its dispatch: applying the start again re-sends what its

@@ -15,6 +15,7 @@ from shared.events import (
     ExecutionRequested,
     ReportOutcome,
     ThreadTurn,
+    utc_now,
 )
 from shared.settings import CommonSettings
 from shared.store.memory import InMemoryStore
@@ -89,3 +90,24 @@ async def test_a_queued_turn_starts_when_the_one_before_ends_and_again_after_a_c
     await restarted.on_reported(ended)
     assert dispatched(publisher) == [(second.execution_id, 1)]
     assert (await latest(store, second.execution_id)).status is ExecutionStatus.PENDING
+
+
+async def test_a_queued_turn_its_client_was_told_503_for_is_left_to_be_abandoned() -> None:
+    """A turn whose request never reached the bus was answered 503; the client's retry is a turn
+    of its own. Started too, the message would run twice: it is left to the sweep that ends
+    undelivered requests, and the turn after it waits for that."""
+    store, publisher = InMemoryStore(), RecordingPublisher()
+    replica = orchestrator(store, publisher)
+    first, second = turn_request(1), turn_request(2)
+    await store.executions.create(new_pending_execution(first, None))
+    undelivered = new_pending_execution(second, None).model_copy(
+        update={"undelivered_since": utc_now()}
+    )
+    await store.executions.create(undelivered)
+    await replica.on_requested(first, f.GATEWAY)
+    ended = ExecutionReported(
+        execution_id=first.execution_id, epoch=1, outcome=ReportOutcome.COMPLETED, **SCOPE
+    )
+    await replica.on_reported(ended)
+    assert dispatched(publisher) == [(first.execution_id, 1)]
+    assert (await latest(store, second.execution_id)).epoch == 0
