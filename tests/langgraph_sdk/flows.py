@@ -4,6 +4,7 @@ Nothing here talks to Interlock but through the LangGraph client."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -230,7 +231,9 @@ async def conversation_flow(target: Target) -> None:
     refused; a running turn is interrupted, and another rolled back; the thread's runs, history
     and metadata read as LangGraph's."""
     client = target.client()
-    thread_id = (await client.threads.create(metadata={"case": "chat"}))["thread_id"]
+    # A case of its own: other flows on the same server (the JS client's) search by metadata too.
+    case = f"chat-{uuid.uuid4()}"
+    thread_id = (await client.threads.create(metadata={"case": case}))["thread_id"]
     for number, text in enumerate(["hello", "my name is Ada"], start=1):
         out = await client.runs.wait(thread_id, CHAT, input=said(text))
         assert last_reply(out).startswith(f"turn {number}: you said {text!r}"), out
@@ -278,9 +281,9 @@ async def conversation_flow(target: Target) -> None:
     assert [len(h["values"]["messages"]) for h in history][:1] == [12], history
     assert (await client.threads.get(thread_id))["status"] == "idle"
     await client.threads.update(thread_id, metadata={"topic": "billing"})
-    found = await client.threads.search(metadata={"topic": "billing"}, limit=10)
+    found = await client.threads.search(metadata={"topic": "billing", "case": case}, limit=10)
     assert [t["thread_id"] for t in found] == [thread_id]
-    assert found[0]["metadata"]["case"] == "chat"
+    assert found[0]["metadata"]["topic"] == "billing"
 
     # Time travel: the history is the branch the thread is on (the interrupted turn that left
     # no state and the rolled-back one are not on it); a run from its second checkpoint forks.
