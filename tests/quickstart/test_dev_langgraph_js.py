@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.test_langgraph_js import run_conversation
-from tests.quickstart.test_dev_mode import KEY, Dev
+from tests.quickstart.test_dev_mode import FLOWS_RATE, KEY, Dev
 
 pytestmark = pytest.mark.quickstart
 
 
 @pytest.fixture
 def dev(tmp_path: Path) -> Iterator[Dev]:
-    running = Dev(tmp_path / "data")
+    running = Dev(tmp_path / "data", extra_env=FLOWS_RATE)
     try:
         running.start()
         yield running

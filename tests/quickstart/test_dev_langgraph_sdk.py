@@ -10,7 +10,7 @@ import pytest
 
 from tests.langgraph_sdk import flows
 from tests.quickstart.test_dev_keys import cli, wait_for_profile
-from tests.quickstart.test_dev_mode import KEY, Dev
+from tests.quickstart.test_dev_mode import FLOWS_RATE, KEY, Dev
 
 pytestmark = pytest.mark.quickstart
 
@@ -35,7 +35,7 @@ def created_key(folder: Path, project: str, email: str) -> str:
 @pytest.fixture(scope="module")
 def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[flows.Target]:
     folder = tmp_path_factory.mktemp("dev-langgraph")
-    dev = Dev(folder / "data")
+    dev = Dev(folder / "data", extra_env=FLOWS_RATE)
     try:
         dev.start()
         wait_for_profile(folder / ".interlock" / "profile.toml")

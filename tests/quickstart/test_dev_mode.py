@@ -27,6 +27,11 @@ API = "/api/v1/projects/demo"
 DEV_COMMAND = (sys.executable, "-m", "interlock.cli", "dev")
 
 
+FLOWS_RATE = {"INTERLOCK_RATE_LIMIT_PER_SECOND": "1000", "INTERLOCK_RATE_LIMIT_BURST": "2000"}
+"""For the client flows run back to back on one key, faster than a person (as the e2e cluster
+allows)."""
+
+
 class Dev:
     def __init__(
         self, data: Path, extra_args: tuple[str, ...] = (), extra_env: dict[str, str] | None = None
