@@ -279,7 +279,7 @@ def build_langgraph_router(
         require_role(key, "updating a thread", WRITERS)
         asked = json_object(raw, ThreadUpdate, required=True)
         if asked.ttl is not None:
-            raise unsupported("ttl: a thread is kept until deleted")
+            raise unsupported("ttl: a thread is kept (no thread retention setting yet)")
         view = await service.update_thread(
             scope_of(project_id, workspace_id), thread_id, asked.metadata
         )
