@@ -37,10 +37,13 @@ def installed_version() -> str | None:
 def node_with_client() -> str:
     """The ``node`` to run the script with, once the pinned client is installed in tests/js:
     ``npm ci`` (the lockfile's exact tree, npm's cache first) only when it is missing or another
-    version. Skips where node or npm is not installed at all."""
+    version. Skips where node or npm is not installed at all, except in CI, which must run it."""
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
-        pytest.skip("node and npm are needed to run LangGraph's JS client (tests/js)")
+        needed = "node and npm are needed to run LangGraph's JS client (tests/js)"
+        if os.environ.get("CI"):
+            pytest.fail(f"{needed}: CI has them, so their absence is a broken machine")
+        pytest.skip(needed)
     # Two test runs on one checkout must not install into the same node_modules at once.
     with (JS / "package-lock.json").open() as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
