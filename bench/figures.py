@@ -229,7 +229,11 @@ async def idle(target: Target, mode: Mode, rate: float, raw: Raw) -> dict[str, A
         if name in after_rss
     }
     total_growth = sum(growth.values())
-    storage_delta = after_storage["bytes"] - before_storage["bytes"]
+    # Per execution from the documents' own bytes where the target can count them (the store's
+    # allocation grows by whole pages; a few executions often move it by none), else the files.
+    measure = "data_bytes" if "data_bytes" in after_storage else "bytes"
+    storage_delta = after_storage[measure] - before_storage[measure]
+    allocated_delta = after_storage["bytes"] - before_storage["bytes"]
     return {
         "suspended": held,
         "rss_before_bytes": before_rss,
@@ -239,6 +243,8 @@ async def idle(target: Target, mode: Mode, rate: float, raw: Raw) -> dict[str, A
         "storage_before": before_storage,
         "storage_after": after_storage,
         "storage_bytes_per_suspended": round(storage_delta / held) if held else None,
+        "storage_measure": measure,
+        "allocated_bytes_per_suspended": round(allocated_delta / held) if held else None,
     }
 
 

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
+from bson.codec_options import CodecOptions
+from bson.raw_bson import RawBSONDocument
 from pymongo import AsyncMongoClient
 
 from bench.client import BenchClient
@@ -126,19 +128,30 @@ class Distributed:
 
 
 async def mongo_storage(uri: str, database: str) -> dict[str, Any]:
-    """Bytes of data and indexes per collection (``collStats``; FerretDB answers it too)."""
+    """Bytes per collection two ways: what the server allocated for data and indexes
+    (``collStats``; FerretDB answers it too) and the encoded size of the documents themselves.
+
+    The server's figure grows a storage page at a time (8 kB on PostgreSQL), so a few documents
+    more often move it by nothing; the documents' own size moves with every byte written.
+    """
     client: AsyncMongoClient[Any] = AsyncMongoClient(uri)
     try:
         db = client[database]
+        raw = CodecOptions(document_class=RawBSONDocument)
         collections: dict[str, Any] = {}
         for name in sorted(await db.list_collection_names()):
             stats = await db.command("collStats", name)
+            documents = db.get_collection(name, codec_options=raw).find({}, batch_size=1000)
             collections[name] = {
                 "documents": int(stats.get("count", 0)),
                 "bytes": int(stats.get("size", 0)) + int(stats.get("totalIndexSize", 0)),
+                "data_bytes": sum([len(doc.raw) async for doc in documents]),
             }
-        total = sum(c["bytes"] for c in collections.values())
-        return {"bytes": total, "collections": collections}
+        return {
+            "bytes": sum(c["bytes"] for c in collections.values()),
+            "data_bytes": sum(c["data_bytes"] for c in collections.values()),
+            "collections": collections,
+        }
     finally:
         await client.close()
 

@@ -63,8 +63,15 @@ def idle_section(s: dict[str, Any]) -> list[str]:
         f" {num(idle['rss_growth_mb_per_10k'], ' MB')}. Scaling is only indicative: only"
         " `make bench-full` (10,000 held) measures it directly; with few held, the growth also"
         " holds the buffers and caches warmed by the traffic that suspended them.",
-        "Storage per suspended execution (data + indexes, `collStats`; FerretDB's storage pages"
-        f" round it up): {num(per, ' bytes', 0)}. Where the bytes are after the run: "
+        f"Storage per suspended execution: {num(per, ' bytes', 0)}"
+        + (
+            " of documents (their encoded size), and"
+            f" {num(idle.get('allocated_bytes_per_suspended'), ' bytes', 0)} allocated by the"
+            " store for data and indexes (`collStats`, which grows a storage page at a time)"
+            if idle.get("storage_measure") == "data_bytes"
+            else " (data + indexes as the store allocates them, a page at a time)"
+        )
+        + ". Where the bytes are after the run: "
         + ", ".join(f"{k} {v['bytes'] / 1e3:,.0f} kB" for k, v in coll.items() if v["bytes"])
         + ".",
         "",
