@@ -21,7 +21,7 @@ workspace it was created in, as before, and nowhere else.
 
 from __future__ import annotations
 
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
@@ -40,6 +40,14 @@ class ThreadRecord(BaseModel):
     turns: int = Field(default=0, ge=0)
     """How many turns the thread is known to have started: a hint, which may trail (never lead)
     the executions, the truth. Readers probe the turns after it."""
+    deleted_at: AwareDatetime | None = None
+    """Set when the thread was deleted: the record is then a tombstone, with no metadata, kept so
+    its id is never a thread again (its turns' execution ids derive from it, and a new thread
+    under it would meet their records while they are erased)."""
+
+    @property
+    def deleted(self) -> bool:
+        return self.deleted_at is not None
 
 
 class ThreadStore(Protocol):
@@ -78,6 +86,15 @@ class ThreadStore(Protocol):
         last writer wins, so of two callers merging at once one's keys may be dropped: there is
         no compare-and-set, which FerretDB 1.x could not make atomic anyway (see
         shared/store/mongo/executions.py). ``turns`` and ``created_at`` are kept."""
+        ...
+
+    async def mark_deleted(
+        self, project_id: str, workspace_id: str, thread_id: str, at: datetime
+    ) -> ThreadRecord | None:
+        """Make the workspace's thread a tombstone: its metadata emptied, ``deleted_at`` set to
+        ``at``; return the tombstone (a thread marked already keeps its first ``deleted_at``).
+        None when the workspace has no such thread. ``get``, ``get_many`` and ``create`` return
+        tombstones like any thread (the caller refuses them); ``list`` leaves them out."""
         ...
 
     async def delete(self, project_id: str, workspace_id: str, thread_id: str) -> bool:

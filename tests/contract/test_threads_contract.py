@@ -2,8 +2,9 @@
 project, workspace and id, even by concurrent creates; read and listed only in their workspace
 (another workspace's thread of the same id is another thread, and invisible); listed newest
 first. A thread's turns hint only grows and survives metadata updates; a deleted thread is gone,
-with its hint. The previous release's records, keyed by project and id, are adopted at start-up
-into the workspace they were created in (SQLite and MongoDB)."""
+with its hint; a thread marked deleted is a tombstone, read like any thread and never listed. The
+previous release's records, keyed by project and id, are adopted at start-up into the workspace
+they were created in (SQLite and MongoDB)."""
 
 from __future__ import annotations
 
@@ -337,6 +338,127 @@ async def test_creates_racing_a_delete_each_return_a_thread(store: Store) -> Non
         assert all(t in attempts for t, _ in results)
         assert any(created for _, created in results)
         await store.threads.delete("p-1", "w-1", "t-race")
+
+
+# --- tombstones ---------------------------------------------------------------------------------
+
+
+async def test_a_marked_thread_is_a_tombstone_read_like_any_thread(store: Store) -> None:
+    """Its metadata emptied, its time of deletion set, its turns hint kept; read, fetched and
+    created again (which creates nothing) like any thread."""
+    created = thread(metadata={"case": "CLM-1"})
+    await store.threads.create(created)
+    await store.threads.note_turn("p-1", "w-1", "t-1", 3)
+    at = T0 + timedelta(days=1)
+    tombstone = created.model_copy(update={"metadata": {}, "deleted_at": at, "turns": 3})
+    marked = await store.threads.mark_deleted("p-1", "w-1", "t-1", at)
+    assert marked == tombstone and marked.deleted
+    assert await store.threads.get("p-1", "w-1", "t-1") == tombstone
+    assert await store.threads.get_many("p-1", "w-1", ["t-1"]) == {"t-1": tombstone}
+    assert await store.threads.create(thread(metadata={"v": 2})) == (tombstone, False)
+    # A tombstone keeps its empty metadata, and its hint still only grows.
+    assert await store.threads.set_metadata("p-1", "w-1", "t-1", {"v": 3}) == tombstone
+    await store.threads.note_turn("p-1", "w-1", "t-1", 4)
+    assert await store.threads.get("p-1", "w-1", "t-1") == tombstone.model_copy(update={"turns": 4})
+
+
+async def test_marking_again_keeps_the_first_time(store: Store) -> None:
+    await store.threads.create(thread(metadata={"v": 1}))
+    first = await store.threads.mark_deleted("p-1", "w-1", "t-1", T0 + timedelta(hours=1))
+    again = await store.threads.mark_deleted("p-1", "w-1", "t-1", T0 + timedelta(hours=2))
+    assert first is not None and first.deleted_at == T0 + timedelta(hours=1)
+    assert again == first
+    assert await store.threads.get("p-1", "w-1", "t-1") == first
+
+
+async def test_marking_no_thread_of_the_workspace_is_none(store: Store) -> None:
+    theirs = thread(workspace_id="w-2", metadata={"owner": "w-2"})
+    await store.threads.create(theirs)
+    at = T0 + timedelta(hours=1)
+    assert await store.threads.mark_deleted("p-1", "w-1", "t-1", at) is None
+    assert await store.threads.mark_deleted("p-2", "w-2", "t-1", at) is None
+    assert await store.threads.mark_deleted("p-1", "w-2", "t-missing", at) is None
+    assert await store.threads.get("p-1", "w-2", "t-1") == theirs
+    assert await store.threads.get("p-1", "w-1", "t-1") is None
+
+
+async def test_a_list_leaves_tombstones_out_and_pages_over_live_threads(store: Store) -> None:
+    for n in range(6):  # t-5 newest
+        await store.threads.create(thread(f"t-{n}", at=T0 + timedelta(seconds=n)))
+    await store.threads.create(thread("t-1", workspace_id="w-2"))
+    for gone in ("t-4", "t-2", "t-1"):
+        assert await store.threads.mark_deleted("p-1", "w-1", gone, T0 + timedelta(days=1))
+
+    async def ids(limit: int, offset: int = 0) -> list[str]:
+        listed = await store.threads.list("p-1", "w-1", limit=limit, offset=offset)
+        assert not any(t.deleted for t in listed)
+        return [t.thread_id for t in listed]
+
+    assert await ids(10) == ["t-5", "t-3", "t-0"]
+    assert await ids(2) == ["t-5", "t-3"]
+    assert await ids(2, offset=2) == ["t-0"]
+    assert await ids(1, offset=3) == []
+    # Another workspace's thread of a marked id is another thread: still listed.
+    assert [t.thread_id for t in await store.threads.list("p-1", "w-2", limit=10)] == ["t-1"]
+
+
+async def test_a_tombstone_can_still_be_deleted(store: Store) -> None:
+    await store.threads.create(thread())
+    await store.threads.mark_deleted("p-1", "w-1", "t-1", T0 + timedelta(hours=1))
+    assert await store.threads.delete("p-1", "w-1", "t-1") is True
+    assert await store.threads.get("p-1", "w-1", "t-1") is None
+
+
+async def test_sqlite_of_the_previous_schema_lists_and_marks_its_threads(tmp_path: Path) -> None:
+    """A dev database from before tombstones: its threads are listed, and take the mark."""
+    path = tmp_path / "interlock.db"
+    old = thread(metadata={"case": "CLM-1"})
+    kept = thread("t-2", at=T0 + timedelta(seconds=1))
+    with sqlite3.connect(path) as previous:
+        previous.executescript(WORKSPACE_THREADS_BEFORE_TURNS)
+        previous.executemany(
+            "INSERT INTO workspace_threads (project_id, workspace_id, thread_id, created_key, body)"
+            " VALUES (?, ?, ?, ?, ?)",
+            [
+                (t.project_id, t.workspace_id, t.thread_id, created_key(t), t.model_dump_json())
+                for t in (old, kept)
+            ],
+        )
+    store = await SqliteStore.open(path)
+    try:
+        assert await store.threads.list("p-1", "w-1", limit=10) == [kept, old]
+        at = T0 + timedelta(days=1)
+        marked = await store.threads.mark_deleted("p-1", "w-1", "t-1", at)
+        assert marked == old.model_copy(update={"metadata": {}, "deleted_at": at})
+        assert await store.threads.list("p-1", "w-1", limit=10) == [kept]
+    finally:
+        await store.close()
+
+
+@pytest.mark.integration
+async def test_mongo_lists_and_marks_threads_written_before_tombstones(mongodb_uri: str) -> None:
+    """A document without the ``deleted`` field (this version's before tombstones, or a gateway
+    of the previous release's during a rolling upgrade) is listed, and takes the mark."""
+    async with throwaway_mongo_store(mongodb_uri, "threads") as store:
+        old = thread(metadata={"case": "CLM-1"})
+        await store.database["threads"].insert_one(
+            {
+                "_id": thread_key("p-1", "w-1", "t-1"),
+                "schema_version": 2,
+                "project_id": "p-1",
+                "workspace_id": "w-1",
+                "thread_id": "t-1",
+                "created_key": created_key(old),
+                "body": old.model_dump_json(exclude={"deleted_at"}),
+                "turns": 2,
+            }
+        )
+        listed = old.model_copy(update={"turns": 2})
+        assert await store.threads.list("p-1", "w-1", limit=10) == [listed]
+        at = T0 + timedelta(days=1)
+        marked = await store.threads.mark_deleted("p-1", "w-1", "t-1", at)
+        assert marked == listed.model_copy(update={"metadata": {}, "deleted_at": at})
+        assert await store.threads.list("p-1", "w-1", limit=10) == []
 
 
 async def test_sqlite_of_the_previous_schema_reads_turns_as_0(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ apart: a record replaced by a metadata update carries no turns that could undo a
 from __future__ import annotations
 
 import copy
+from datetime import datetime
 from typing import Any
 
 from shared.store.threads import ThreadRecord, check_page, check_turn, list_key
@@ -51,8 +52,21 @@ class InMemoryThreads:
         stored = self._threads.get(key)
         if stored is None:
             return None
+        if stored.deleted:  # a tombstone keeps its empty metadata
+            return self._read(key)
         # A copy, as the other adapters store JSON: the caller's dict changed later changes nothing.
         self._threads[key] = stored.model_copy(update={"metadata": copy.deepcopy(metadata)})
+        return self._read(key)
+
+    async def mark_deleted(
+        self, project_id: str, workspace_id: str, thread_id: str, at: datetime
+    ) -> ThreadRecord | None:
+        key = (project_id, workspace_id, thread_id)
+        stored = self._threads.get(key)
+        if stored is None:
+            return None
+        if not stored.deleted:  # marked already: the first mark's time stays
+            self._threads[key] = stored.model_copy(update={"metadata": {}, "deleted_at": at})
         return self._read(key)
 
     async def delete(self, project_id: str, workspace_id: str, thread_id: str) -> bool:
@@ -65,7 +79,11 @@ class InMemoryThreads:
     ) -> list[ThreadRecord]:
         check_page(limit, offset)
         matching = sorted(
-            (key for key in self._threads if key[0] == project_id and key[1] == workspace_id),
+            (
+                key
+                for key, thread in self._threads.items()
+                if key[0] == project_id and key[1] == workspace_id and not thread.deleted
+            ),
             key=lambda key: list_key(self._threads[key]),
             reverse=True,
         )

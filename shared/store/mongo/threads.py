@@ -18,6 +18,14 @@ Documents written before the field existed read as 0.
 fields: FerretDB 1.x (as ``infra/`` patches it) reads the workspace's threads through the index
 and sorts them itself.
 
+A tombstone (``mark_deleted``) is the same document with ``deleted: true`` beside its body, so
+``list`` leaves tombstones out on the server and pages over live threads only. ``list`` reads
+the index ``listed_live`` (project, workspace, ``deleted``, then the order): tombstones are kept
+for good, and with ``deleted`` ahead of the order MongoDB never reads them to list a workspace,
+however many there are. Documents written before the field (this release's adoption writes it,
+the previous one's gateways do not during a rolling upgrade) have none: ``{deleted: {$in:
+[false, null]}}`` matches them too, two points of the index, which MongoDB merges in order.
+
 Documents of the previous release (``schema_version`` 1) are keyed ``<project>/<thread>``.
 ``ensure_indexes`` adopts them at every start-up (one query, never per request): each is copied
 under its (project, workspace, thread) key, in the workspace it was created in, and marked
@@ -32,6 +40,7 @@ gateway of the previous release runs, the version 1 documents can be deleted
 from __future__ import annotations
 
 import contextlib
+from datetime import datetime
 from typing import Any
 
 from pymongo import DESCENDING, ReturnDocument
@@ -64,7 +73,12 @@ def _document(thread: ThreadRecord) -> Document:
         "created_key": created_key(thread),
         "body": body_json(thread),
         "turns": thread.turns,
+        "deleted": thread.deleted,
     }
+
+
+LIVE: Document = {"deleted": {"$in": [False, None]}}
+"""Not a tombstone: ``None`` also matches a document written before the field existed."""
 
 
 def _thread(document: Document) -> ThreadRecord:
@@ -78,6 +92,8 @@ class MongoThreads:
         self._collection = database["threads"]
 
     async def ensure_indexes(self) -> None:
+        # The index before tombstones stays: gateways of the previous release list through it
+        # during a rolling upgrade, and dropping it would take a privilege the migrator lacks.
         await self._collection.create_index(
             [
                 ("project_id", 1),
@@ -85,6 +101,16 @@ class MongoThreads:
                 ("created_key", DESCENDING),
                 ("thread_id", DESCENDING),
             ]
+        )
+        await self._collection.create_index(
+            [
+                ("project_id", 1),
+                ("workspace_id", 1),
+                ("deleted", 1),
+                ("created_key", DESCENDING),
+                ("thread_id", DESCENDING),
+            ],
+            name="listed_live",
         )
         await self.adopt_previous()
 
@@ -170,13 +196,48 @@ class MongoThreads:
         # The rest of the record never changes, so the body read is the body to update; the
         # filter on its creation time leaves alone a thread deleted and created again meanwhile.
         # Of concurrent updates the last writer wins. ``turns`` is not written: it is the field's.
-        updated = _thread(stored).model_copy(update={"metadata": metadata})
+        # A tombstone keeps its empty metadata: the filter also leaves alone one marked meanwhile
+        # (on MongoDB; FerretDB's conditional update is not atomic, so there for a racing moment).
+        current = _thread(stored)
+        if current.deleted:
+            return current
+        updated = current.model_copy(update={"metadata": metadata})
         document = await self._collection.find_one_and_update(
-            {"_id": key, "created_key": stored["created_key"]},
+            {"_id": key, "created_key": stored["created_key"], **LIVE},
             {"$set": {"body": body_json(updated)}},
             return_document=ReturnDocument.AFTER,
         )
-        return _thread(document) if document is not None else None
+        if document is not None:
+            return _thread(document)
+        # Deleted since the read (None, as for no thread), or marked: the tombstone, unchanged.
+        again = await self.get(project_id, workspace_id, thread_id)
+        return again if again is not None and again.deleted else None
+
+    async def mark_deleted(
+        self, project_id: str, workspace_id: str, thread_id: str, at: datetime
+    ) -> ThreadRecord | None:
+        key = thread_key(project_id, workspace_id, thread_id)
+        # Twice at most, as ``create``: a thread deleted and created again between the read and
+        # the update is read and marked again; a second time in that window, the caller retries.
+        for _ in range(2):
+            stored = await self._collection.find_one({"_id": key})
+            if stored is None:
+                return None
+            current = _thread(stored)
+            if current.deleted:  # marked already: the first mark's time stays
+                return current
+            tombstone = current.model_copy(update={"metadata": {}, "deleted_at": at})
+            # Only a live thread of this creation is marked, so of concurrent marks the first
+            # one's time stays (on MongoDB: FerretDB's conditional update is not atomic, so there
+            # racing marks may each write theirs). ``turns`` is not written: it is the field's.
+            document = await self._collection.find_one_and_update(
+                {"_id": key, "created_key": stored["created_key"], **LIVE},
+                {"$set": {"body": body_json(tombstone), "deleted": True}},
+                return_document=ReturnDocument.AFTER,
+            )
+            if document is not None:
+                return _thread(document)
+        raise StoreUnavailable(f"the thread {thread_id!r} was replaced during its delete")
 
     async def delete(self, project_id: str, workspace_id: str, thread_id: str) -> bool:
         # The hint is a field of the document: it goes with it. A version 1 original of the
@@ -198,6 +259,7 @@ class MongoThreads:
                     "project_id": project_id,
                     "workspace_id": workspace_id,
                     "schema_version": SCHEMA_VERSION,
+                    **LIVE,
                 }
             )
             .sort([("created_key", DESCENDING), ("thread_id", DESCENDING)])

@@ -12,6 +12,12 @@ upsert that keeps the greater value and inserts nothing for a thread that does n
 trigger deletes the hint with its thread, in the same statement, so a thread created again under
 the id starts at 0.
 
+A tombstone (``mark_deleted``) is the row with ``deleted_at`` set in its body (the emptied
+metadata beside it), so the table of an existing database needs no new column. ``list`` reads
+``workspace_threads_live``, the listing index of the rows whose body has no ``deleted_at``
+(a partial index, on a deterministic function of the body): tombstones are kept for good, and
+the listing never walks them.
+
 The previous release's table, ``threads``, was keyed by (project, thread). The schema script moves
 its rows into ``workspace_threads`` under the workspace each was created in, at every start-up
 (the one process of ``interlock dev`` runs it before it serves): an insert that skips what is
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from datetime import datetime
 from typing import Any
 
 import pydantic_core
@@ -55,6 +62,9 @@ INSERT OR IGNORE INTO workspace_threads
     SELECT project_id, workspace_id, thread_id, created_key, body FROM threads;
 DELETE FROM threads;
 DROP INDEX IF EXISTS threads_by_workspace;
+CREATE INDEX IF NOT EXISTS workspace_threads_live
+    ON workspace_threads (project_id, workspace_id, created_key, thread_id)
+    WHERE json_extract(body, '$.deleted_at') IS NULL;
 CREATE TABLE IF NOT EXISTS workspace_thread_turns (
     project_id TEXT NOT NULL,
     workspace_id TEXT NOT NULL,
@@ -68,6 +78,12 @@ BEGIN
         AND workspace_id = OLD.workspace_id AND thread_id = OLD.thread_id;
 END;
 """
+
+
+def _live(body: str = "body") -> str:
+    """Not a tombstone: the partial index's WHERE, which SQLite matches only as written."""
+    return f"json_extract({body}, '$.deleted_at') IS NULL"
+
 
 SELECTED = (
     "SELECT t.body, COALESCE(n.turns, 0) AS turns FROM workspace_threads AS t"
@@ -152,16 +168,33 @@ class SqliteThreads:
     ) -> ThreadRecord | None:
         # One statement, writing the metadata only: the rest of the record stays as created, and
         # of concurrent updates the last one wins whole. The JSON as pydantic writes the record.
+        # A tombstone keeps its empty metadata: it is returned as it is.
         row = await self._db.fetch_one(
             "UPDATE workspace_threads SET body = json_set(body, '$.metadata', json(?))"
-            " WHERE project_id = ? AND workspace_id = ? AND thread_id = ?"
+            f" WHERE project_id = ? AND workspace_id = ? AND thread_id = ? AND {_live()}"
             " RETURNING body, COALESCE((SELECT n.turns FROM workspace_thread_turns AS n"
             " WHERE n.project_id = workspace_threads.project_id"
             " AND n.workspace_id = workspace_threads.workspace_id"
             " AND n.thread_id = workspace_threads.thread_id), 0) AS turns",
             (pydantic_core.to_json(metadata).decode(), project_id, workspace_id, thread_id),
         )
-        return _thread(row) if row is not None else None
+        if row is not None:
+            return _thread(row)
+        stored = await self.get(project_id, workspace_id, thread_id)
+        return stored if stored is not None and stored.deleted else None
+
+    async def mark_deleted(
+        self, project_id: str, workspace_id: str, thread_id: str, at: datetime
+    ) -> ThreadRecord | None:
+        # One statement marks a live thread only, so the first mark's time stays; then the
+        # thread as it is, marked now or before (None: no such thread, or deleted meanwhile).
+        await self._db.execute(
+            "UPDATE workspace_threads"
+            " SET body = json_set(body, '$.metadata', json('{}'), '$.deleted_at', json(?))"
+            f" WHERE project_id = ? AND workspace_id = ? AND thread_id = ? AND {_live()}",
+            (pydantic_core.to_json(at).decode(), project_id, workspace_id, thread_id),
+        )
+        return await self.get(project_id, workspace_id, thread_id)
 
     async def delete(self, project_id: str, workspace_id: str, thread_id: str) -> bool:
         # The trigger takes the turns hint in the same statement.
@@ -177,7 +210,7 @@ class SqliteThreads:
     ) -> list[ThreadRecord]:
         check_page(limit, offset)
         rows = await self._db.fetch_all(
-            f"{SELECTED} WHERE t.project_id = ? AND t.workspace_id = ?"
+            f"{SELECTED} WHERE t.project_id = ? AND t.workspace_id = ? AND {_live('t.body')}"
             " ORDER BY t.created_key DESC, t.thread_id DESC LIMIT ? OFFSET ?",
             (project_id, workspace_id, limit, offset),
         )
