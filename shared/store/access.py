@@ -90,7 +90,11 @@ APPROVALS = grant(
 )
 KEY_READS = grant(api_keys=(FIND,))
 SPENT_LINKS = grant(spent_links=(FIND, INSERT))
-THREADS = grant(threads=(FIND, INSERT))
+THREADS = grant(
+    # Created by insert; a metadata update, a turn's note and the deletion mark are updates of
+    # the one document (findAndModify or update, by _id), after a read.
+    threads=(FIND, INSERT, UPDATE),
+)
 AGENT_VERSION_READS = grant(agent_versions=(FIND,))
 AGENT_VERSION_PUBLISH = grant(agent_versions=(INSERT, UPDATE))  # replace_one, upsert
 PROGRESS_READS = grant(execution_progress=(FIND,))
@@ -113,6 +117,24 @@ NOTIFICATION_DELIVERY = grant(
     notification_deliveries=(FIND, INSERT, UPDATE),
     notification_claims=(INSERT,),
 )
+ERASURE = grant(
+    # Erasing ended executions (shared/store/mongo/erasure.py): one delete per collection, by
+    # key; a delete's filter needs no find.
+    executions=(REMOVE,),
+    execution_versions=(REMOVE,),
+    suspended_executions=(REMOVE,),
+    undelivered_executions=(REMOVE,),
+    decision_claims=(REMOVE,),
+    steps=(REMOVE,),
+    attempts=(REMOVE,),
+    execution_progress=(REMOVE,),
+    approvals=(REMOVE,),
+    approval_slots=(REMOVE,),
+    spent_links=(REMOVE,),
+    notification_outbox=(REMOVE,),
+    notification_deliveries=(REMOVE,),
+    notification_claims=(REMOVE,),
+)
 INDEXED = (
     "executions",
     "execution_versions",
@@ -125,6 +147,7 @@ INDEXED = (
     "notification_outbox",
     "notification_deliveries",
     "threads",
+    "spent_links",  # by execution, for erasing
 )
 """The collections ``ensure_indexes`` gives indexes (creating the collection if need be)."""
 MIGRATIONS = grant(
@@ -164,6 +187,7 @@ PRINCIPALS: dict[str, dict[str, frozenset[str]]] = {
         EXECUTION_TRANSITIONS,
         SWEEPS,
         DECISION_CLAIMS,
+        ERASURE,  # a deleted thread's ended turns
     ),
     "sandbox": union(
         EXECUTION_READS, STEPS, ATTEMPTS, PROGRESS_APPENDS, AGENT_VERSION_PUBLISH, CHECKPOINTS

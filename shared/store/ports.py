@@ -15,6 +15,7 @@ from shared.store.agent_versions import AgentVersions
 from shared.store.api_keys import ApiKeys
 from shared.store.approvals import ApprovalStore
 from shared.store.attempts import AttemptLedger
+from shared.store.erasure import ExecutionErasure
 from shared.store.links import SpentLinks
 from shared.store.notifications import NotificationStore
 from shared.store.progress import ProgressLog
@@ -190,6 +191,9 @@ class Store(Protocol):
 
     @property
     def threads(self) -> ThreadStore: ...
+
+    @property
+    def erasure(self) -> ExecutionErasure: ...
 
     async def ensure_indexes(self) -> None: ...
 

@@ -12,6 +12,7 @@ from shared.store.memory.agent_versions import InMemoryAgentVersions
 from shared.store.memory.api_keys import InMemoryApiKeys
 from shared.store.memory.approvals import InMemoryApprovals
 from shared.store.memory.attempts import InMemoryAttemptLedger
+from shared.store.memory.erasure import InMemoryErasure
 from shared.store.memory.links import InMemorySpentLinks
 from shared.store.memory.notifications import InMemoryNotifications
 from shared.store.memory.progress import InMemoryProgressLog
@@ -130,6 +131,7 @@ class InMemoryStore:
         self.progress = InMemoryProgressLog()
         self.notifications = InMemoryNotifications()
         self.threads = InMemoryThreads()
+        self.erasure = InMemoryErasure(self)
 
     async def ensure_indexes(self) -> None:
         return None

@@ -13,6 +13,7 @@ from shared.store.mongo.agent_versions import MongoAgentVersions
 from shared.store.mongo.api_keys import MongoApiKeys
 from shared.store.mongo.approvals import MongoApprovals
 from shared.store.mongo.attempts import MongoAttemptLedger
+from shared.store.mongo.erasure import MongoErasure
 from shared.store.mongo.executions import MongoDecisionClaims, MongoExecutionStore
 from shared.store.mongo.links import MongoSpentLinks
 from shared.store.mongo.notifications import MongoNotifications
@@ -40,6 +41,7 @@ class MongoStore:
         self.progress = MongoProgressLog(database)
         self.notifications = MongoNotifications(database)
         self.threads = MongoThreads(database)
+        self.erasure = MongoErasure(database)
 
     @classmethod
     def connect(
@@ -81,6 +83,7 @@ class MongoStore:
         await self.progress.ensure_indexes()
         await self.notifications.ensure_indexes()
         await self.threads.ensure_indexes()
+        await self.erasure.ensure_indexes()
 
     async def ping(self) -> None:
         try:

@@ -8,6 +8,7 @@ from shared.store.sqlite import (
     agent_versions,
     api_keys,
     approvals,
+    erasure,
     executions,
     links,
     notifications,
@@ -35,6 +36,7 @@ class SqliteStore:
         self.progress = progress.SqliteProgressLog(database)
         self.notifications = notifications.SqliteNotifications(database)
         self.threads = threads.SqliteThreads(database)
+        self.erasure = erasure.SqliteErasure(database)
 
     @classmethod
     def connect(cls, path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> SqliteStore:
@@ -64,6 +66,7 @@ class SqliteStore:
                     progress,
                     notifications,
                     threads,
+                    erasure,  # its indexes are on the tables above
                 )
             )
             + f"\nPRAGMA user_version = {SCHEMA_VERSION};"
