@@ -33,6 +33,7 @@ from services.notifier.app import register as register_notifier
 from services.orchestrator.app import OrchestratorSettings, abandoned_requests
 from services.orchestrator.app import register as register_orchestrator
 from services.orchestrator.gauges import ExecutionGauges
+from services.orchestrator.thread_erasure import saver_eraser
 from services.sandbox.app import SandboxSettings, publish_agent_versions, size_thread_pool
 from services.sandbox.app import register as register_sandbox
 from shared import metrics
@@ -158,7 +159,11 @@ async def serve(settings: DevSettings) -> None:
     async with wiring_of(settings) as wiring:
         await wiring.store.ensure_indexes()
         orchestrator, sweeper = register_orchestrator(
-            wiring.bus, settings, wiring.store, wiring.publisher
+            wiring.bus,
+            settings,
+            wiring.store,
+            wiring.publisher,
+            erase_checkpoints=saver_eraser(wiring.checkpointer),
         )
         abandoned = abandoned_requests(orchestrator, settings, wiring.store)
         _, graphs = register_sandbox(

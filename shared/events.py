@@ -297,6 +297,26 @@ class CancelRequested(ExecutionScope):
     requested_by: str | None = Field(default=None, max_length=256)
 
 
+MAX_ERASED_TURNS = 10_000
+"""The most turns one deletion lists: ids of 36 characters keep the message under 400 kB, well
+inside the broker's 1 MB."""
+
+
+class ThreadDeleteRequested(ExecutionScope):
+    """Erase what a deleted thread's turns left in the store (docs/langgraph-api.md, "Deleting
+    a thread"). The gateway has made the thread a tombstone and checked that every listed turn
+    ended; the orchestrator erases them, and any turn after them that ended, by its retention
+    policy. ``execution_id`` is the thread's first turn: it keys the message, as it keys the
+    thread's first run."""
+
+    type: Literal["thread.delete_requested"] = "thread.delete_requested"
+    version: Literal[1] = 1
+    thread_id: Identifier
+    execution_ids: list[Identifier] = Field(max_length=MAX_ERASED_TURNS)
+    """The thread's turns the gateway found, every one ended."""
+    requested_by: str | None = Field(default=None, max_length=256)
+
+
 # --- orchestrator -> sandbox --------------------------------------------------------------------
 
 
@@ -468,6 +488,7 @@ AnyEvent = (
     ExecutionRequested
     | DecisionSubmitted
     | CancelRequested
+    | ThreadDeleteRequested
     | ExecutionDispatched
     | ExecutionSuspended
     | ExecutionReported
@@ -481,6 +502,7 @@ EVENT_TYPES: dict[tuple[str, int], type[EventModel]] = {
         ExecutionRequested,
         DecisionSubmitted,
         CancelRequested,
+        ThreadDeleteRequested,
         ExecutionDispatched,
         ExecutionSuspended,
         ExecutionReported,

@@ -61,6 +61,11 @@ class Topics:
         return self._name("execution.cancel_requested")
 
     @property
+    def thread_deletions(self) -> str:
+        """Gateway -> orchestrator: erase a deleted thread's turns (signed, as cancellations)."""
+        return self._name("thread.delete_requested")
+
+    @property
     def deadlines(self) -> str:
         """Orchestrator -> notifier: a suspension reached its remind or escalate deadline."""
         return self._name("review.deadline")
@@ -75,6 +80,7 @@ class Topics:
             self.requested,
             self.decisions,
             self.cancellations,
+            self.thread_deletions,
             self.dispatched,
             self.suspended,
             self.reported,

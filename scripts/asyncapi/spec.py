@@ -21,6 +21,7 @@ from shared.events import (
     EventModel,
     ExecutionDispatched,
     ExecutionRequested,
+    ThreadDeleteRequested,
 )
 from shared.senders import SIGNATURE_HEADER, SIGNER_HEADER
 from shared.settings import CommonSettings
@@ -166,13 +167,13 @@ def _message(doc: TopicDoc, generated: dict[str, Any]) -> dict[str, Any]:
         message["headers"]["patternProperties"] = {
             f"^{CUSTOM_HEADER_PREFIX}": {"type": "string", "description": CUSTOM_HEADERS_PLAIN}
         }
-    if doc.model in (ExecutionRequested, DecisionSubmitted, CancelRequested):
+    if doc.model in (ExecutionRequested, DecisionSubmitted, CancelRequested, ThreadDeleteRequested):
         message["headers"]["properties"][SIGNER_HEADER] = {"type": "string", "description": SIGNER}
         message["headers"]["properties"][SIGNATURE_HEADER] = {
             "type": "string",
             "description": SIGNATURE,
         }
-    if doc.model in (DecisionSubmitted, CancelRequested):
+    if doc.model in (DecisionSubmitted, CancelRequested, ThreadDeleteRequested):
         message["headers"]["required"] = [SIGNER_HEADER, SIGNATURE_HEADER]
     message["payload"] = generated["payload"]
     message["bindings"] = {

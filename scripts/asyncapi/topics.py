@@ -23,6 +23,7 @@ from shared.events import (
     ExecutionSuspended,
     MessageDeadLettered,
     ReviewDeadlineReached,
+    ThreadDeleteRequested,
 )
 from shared.topics import Topics
 
@@ -162,6 +163,35 @@ def _cancellations(t: Topics) -> TopicDoc:
                 "execution that already ended is dead-lettered with the reason.",
             ),
         ),
+    )
+
+
+def _thread_deletions(t: Topics) -> TopicDoc:
+    return TopicDoc(
+        topic=t.thread_deletions,
+        model=ThreadDeleteRequested,
+        summary="Erase a deleted thread's turns.",
+        description=(
+            "Internal. The gateway made the thread a tombstone and checked that every turn it "
+            "lists ended; its executions' checkpoints, durable steps, attempts and progress go, "
+            "and their audit too unless the orchestrator keeps it "
+            "(`INTERLOCK_THREAD_DELETE_KEEPS_AUDIT`, the default)."
+        ),
+        producers=(
+            Party(
+                "gateway",
+                "`DELETE /langgraph/projects/{project_id}/workspaces/{workspace_id}/threads/"
+                "{thread_id}` (`threads.delete`) publishes it, signed.",
+            ),
+        ),
+        consumers=(
+            Party(
+                "orchestrator",
+                "Erases the listed turns and any later turn that ended, once or again "
+                "harmlessly; one not signed by a gateway is dead-lettered with the reason.",
+            ),
+        ),
+        key="The `execution_id` of the thread's first turn.",
     )
 
 
@@ -375,6 +405,7 @@ TOPIC_DOCS: tuple[Callable[[Topics], TopicDoc], ...] = (
     _requested,
     _decisions,
     _cancellations,
+    _thread_deletions,
     _dispatched,
     _suspended,
     _reported,

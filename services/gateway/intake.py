@@ -39,12 +39,13 @@ from shared.domain.cancellation import check_cancellable
 from shared.domain.execution import Execution, ExecutionStatus, new_pending_execution
 from shared.domain.judging import approval_of, approvals_required, approving, check_may_decide
 from shared.domain.principals import Reviewer
-from shared.domain.threads import execution_id_for
+from shared.domain.threads import execution_id_for, turn_execution_id
 from shared.events import (
     AgentInput,
     CancelRequested,
     DecisionSubmitted,
     ExecutionRequested,
+    ThreadDeleteRequested,
     encode_event,
     utc_now,
 )
@@ -351,6 +352,32 @@ class Intake:
         )
         log.info("cancel.accepted", execution_id=execution_id)
         return execution
+
+    async def erase_thread(
+        self,
+        *,
+        project_id: str,
+        workspace_id: str,
+        thread_id: str,
+        execution_ids: list[str],
+        requested_by: str | None,
+    ) -> None:
+        """Ask the orchestrator to erase a deleted thread's turns, signed as cancellations are:
+        it erases only on a gateway's signature (services/orchestrator/thread_erasure.py)."""
+        first = turn_execution_id(project_id, workspace_id, thread_id, 1)
+        event = ThreadDeleteRequested(
+            execution_id=first,
+            correlation_id=first,
+            project_id=project_id,
+            workspace_id=workspace_id,
+            thread_id=thread_id,
+            execution_ids=execution_ids,
+            requested_by=requested_by,
+        )
+        signed = self._signer.headers(encode_event(event))
+        await self._publisher.publish(
+            event, self._topics.thread_deletions, key=first, headers=signed
+        )
 
     async def approvals_of(self, execution: Execution) -> list[Approval]:
         """Approvals given so far toward the current suspension's decision."""

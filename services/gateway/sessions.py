@@ -67,6 +67,14 @@ async def invoke_turn(
         record, _ = await store.threads.create(
             ThreadRecord(project_id=project_id, workspace_id=workspace_id, thread_id=session_id)
         )
+    if record.deleted:
+        raise Problem(
+            409,
+            "session-deleted",
+            "Session was deleted",
+            f"session {session_id} was deleted (its thread through the LangGraph API), and a"
+            " deleted session's id is not reused: start a session under another id",
+        )
     policy = body.multitask_strategy or "enqueue"
     for _ in range(RACES):
         try:
@@ -124,7 +132,7 @@ def sessions_router(conversations: Conversations, store: Store, keys: ApiKeys) -
     ) -> SessionView:
         """The session and its latest turns, newest first."""
         record = await store.threads.get(project_id, workspace_id, session_id)
-        if record is None:
+        if record is None or record.deleted:
             raise Problem(
                 404, "session-not-found", "Session not found", f"no session {session_id} here"
             )

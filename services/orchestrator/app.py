@@ -16,6 +16,7 @@ from services.orchestrator.deadlines import DeadlineSweeper
 from services.orchestrator.gauges import ExecutionGauges
 from services.orchestrator.handlers import Orchestrator
 from services.orchestrator.known import KnownExecutions
+from services.orchestrator.thread_erasure import CheckpointEraser, ThreadEraser
 from shared.agents import load_registry
 from shared.bus import ConsumerHost, E, EventPublisher, current_delivery, route
 from shared.consumer_app import consumer_app
@@ -25,6 +26,7 @@ from shared.events import (
     ExecutionReported,
     ExecutionRequested,
     ExecutionSuspended,
+    ThreadDeleteRequested,
     utc_now,
 )
 from shared.kafka_bus import KafkaBus
@@ -32,6 +34,7 @@ from shared.logging import configure_logging
 from shared.senders import Sender, SenderCheck, Unverified, gateway_public_keys, load_producers
 from shared.settings import CommonSettings
 from shared.store.factory import mongo_store
+from shared.store.mongo.checkpoint_erasure import erase_checkpoints as erase_mongo_checkpoints
 from shared.store.ports import Store
 from shared.tracing import configure_tracing
 
@@ -60,6 +63,11 @@ class OrchestratorSettings(CommonSettings):
     """TOML registering outside producers that may publish decisions themselves, each with its
     public key, role and projects (docs/security.md, "The bus as a channel"). None: only the
     gateway's decisions are applied."""
+    thread_delete_keeps_audit: bool = True
+    """What deleting a thread leaves of its turns: with true (the default) their audit stays,
+    readable through the executions API (each execution with its input, result and every
+    transition, decision claims, approvals, the notification history); with false nothing of
+    them stays. Checkpoints, durable steps, attempts and progress go either way."""
     clock_file: Path | None = None
     """Tests only: a file holding an ISO 8601 time that replaces the wall clock for deadlines
     (the wall clock while it is missing). Refused in production."""
@@ -95,10 +103,16 @@ def clock_of(settings: OrchestratorSettings) -> Callable[[], datetime]:
 
 
 def register(
-    bus: ConsumerHost, settings: OrchestratorSettings, store: Store, publisher: EventPublisher
+    bus: ConsumerHost,
+    settings: OrchestratorSettings,
+    store: Store,
+    publisher: EventPublisher,
+    *,
+    erase_checkpoints: CheckpointEraser,
 ) -> tuple[Orchestrator, DeadlineSweeper]:
     """Subscribe the orchestrator's handlers on ``bus`` (also used by the embedded mode);
-    the composition root runs the returned sweeper."""
+    the composition root runs the returned sweeper. ``erase_checkpoints`` removes a deleted
+    thread's checkpoints from wherever the sandbox stores them."""
     topics = settings.topics
     clock = clock_of(settings)
     orchestrator = Orchestrator(
@@ -138,6 +152,16 @@ def register(
         await orchestrator.on_cancel(event, sender())
 
     on(topics.cancellations, CancelRequested, on_cancel)
+    eraser = ThreadEraser(
+        store=store,
+        checkpoints=erase_checkpoints,
+        keep_audit=settings.thread_delete_keeps_audit,
+    )
+
+    async def on_thread_deleted(event: ThreadDeleteRequested) -> None:
+        await eraser.on_delete_requested(event, sender())
+
+    on(topics.thread_deletions, ThreadDeleteRequested, on_thread_deleted)
     on(topics.suspended, ExecutionSuspended, orchestrator.on_suspended)
     on(topics.reported, ExecutionReported, orchestrator.on_reported)
     return orchestrator, sweeper
@@ -160,7 +184,13 @@ def create_app(settings: OrchestratorSettings | None = None) -> FastStream:
     configure_tracing(SERVICE)
     bus = KafkaBus(settings, SERVICE)
     store = mongo_store(settings)
-    orchestrator, sweeper = register(bus, settings, store, bus.publisher)
+    orchestrator, sweeper = register(
+        bus,
+        settings,
+        store,
+        bus.publisher,
+        erase_checkpoints=functools.partial(erase_mongo_checkpoints, store.database),
+    )
     abandoned = abandoned_requests(orchestrator, settings, store)
     gauges = ExecutionGauges(store.executions)
     return consumer_app(

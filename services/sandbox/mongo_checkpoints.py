@@ -62,11 +62,8 @@ from services.sandbox.checkpoint_run import Known, Run, current_run, store_held
 from services.sandbox.checkpoint_run import run_scope as run_scope
 from services.sandbox.thread_base import BASE_COPY_KEY
 from shared.errors import Fenced
+from shared.store.mongo.checkpoint_erasure import CHECKPOINTS, HEADS, LEGACY_WRITES, WRITE_SETS
 
-CHECKPOINTS = "checkpoints"
-HEADS = "checkpoint_heads"
-WRITE_SETS = "checkpoint_write_sets"
-LEGACY_WRITES = "checkpoint_writes"
 MAX_WRITE_SETS = 10_000
 
 Document = dict[str, Any]

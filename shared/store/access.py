@@ -134,6 +134,11 @@ ERASURE = grant(
     notification_outbox=(REMOVE,),
     notification_deliveries=(REMOVE,),
     notification_claims=(REMOVE,),
+    # And their LangGraph checkpoints (shared/store/mongo/checkpoint_erasure.py), by thread.
+    checkpoints=(REMOVE,),
+    checkpoint_heads=(REMOVE,),
+    checkpoint_write_sets=(REMOVE,),
+    checkpoint_writes=(REMOVE,),
 )
 INDEXED = (
     "executions",

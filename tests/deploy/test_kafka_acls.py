@@ -21,6 +21,7 @@ WRITERS = {
     "execution.requested": {"gateway"},
     "decision.submitted": {"gateway", EXAMPLE_PRODUCER},
     "execution.cancel_requested": {"gateway"},
+    "thread.delete_requested": {"gateway"},
     "execution.dispatched": {"orchestrator"},
     "execution.suspended": {"sandbox"},
     "execution.reported": {"sandbox"},
@@ -35,6 +36,7 @@ READERS = {
     "execution.requested": {"orchestrator"},
     "decision.submitted": {"orchestrator"},
     "execution.cancel_requested": {"orchestrator"},
+    "thread.delete_requested": {"orchestrator"},
     "execution.dispatched": {"sandbox"},
     "execution.suspended": {"orchestrator", "notifier"},
     "execution.reported": {"orchestrator"},
@@ -46,7 +48,12 @@ READERS = {
 """Who may read each topic. execution.status and the dead letters are for outside systems, which
 get principals of their own."""
 
-CONTROL_TOPICS = {"execution.requested", "decision.submitted", "execution.cancel_requested"}
+CONTROL_TOPICS = {
+    "execution.requested",
+    "decision.submitted",
+    "execution.cancel_requested",
+    "thread.delete_requested",
+}
 
 
 def short(user: str) -> str:

@@ -3,10 +3,15 @@ server): the LangGraph client drives Interlock with nothing but a URL and an API
 
 from __future__ import annotations
 
-import pytest
+from typing import Any
 
+import pytest
+from pymongo import AsyncMongoClient
+
+from shared.domain.threads import turn_execution_id
 from tests.e2e.cluster import Cluster
 from tests.e2e.conftest import PROJECT, WORKSPACE
+from tests.eventually import eventually
 from tests.langgraph_sdk import flows
 
 
@@ -40,5 +45,36 @@ async def test_other_projects_see_nothing_and_duties_stay_separate(target: flows
     await flows.isolation_flow(target)
 
 
-async def test_a_thread_is_a_conversation_with_a_busy_thread_policy(target: flows.Target) -> None:
-    await flows.conversation_flow(target)
+async def test_a_thread_is_a_conversation_with_a_busy_thread_policy(
+    target: flows.Target, cluster: Cluster
+) -> None:
+    """The conversation, then what its deleted thread leaves in the store: its turns'
+    checkpoints, durable steps, attempts and progress erased by the orchestrator; their audit
+    (each execution, with its versions) kept, the default policy."""
+    [deleted] = await flows.conversation_flow(target)
+    turns = [turn_execution_id(PROJECT, WORKSPACE, deleted, n) for n in range(1, 30)]
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
+        cluster.env["INTERLOCK_MONGODB_URI"]
+    )
+    try:
+        db = client[cluster.database]
+        stored = [t async for t in db.executions.find({"_id": {"$in": turns}}, {"_id": 1})]
+        ran = [d["_id"] for d in stored]
+        assert len(ran) >= 9, ran  # the flow's turns, every one kept with its audit
+
+        async def left() -> dict[str, int]:
+            by_thread = {"thread_id": {"$in": ran}}
+            by_execution = {"execution_id": {"$in": ran}}
+            by_key = {"$or": [{"_id": {"$gte": f"{e}:", "$lt": f"{e};"}} for e in ran]}
+            return {
+                "checkpoints": await db.checkpoints.count_documents(by_thread),
+                "checkpoint_heads": await db.checkpoint_heads.count_documents(by_thread),
+                "steps": await db.steps.count_documents(by_execution),
+                "attempts": await db.attempts.count_documents(by_execution),
+                "execution_progress": await db.execution_progress.count_documents(by_key),
+            }
+
+        await eventually(left, lambda n: not any(n.values()), what="the thread erased")
+        assert await db.executions.count_documents({"_id": {"$in": ran}}) == len(ran)
+    finally:
+        await client.close()

@@ -33,11 +33,13 @@ from typing import Any
 import httpx
 import pytest
 from prometheus_client import REGISTRY, generate_latest
+from pymongo import AsyncMongoClient
 from typer.testing import CliRunner
 
 from bench.commands import Counts, diff, parse, scrape
 from interlock.cli import app as cli
 from services.notifier.channels.webhook import new_secret
+from shared.domain.threads import turn_execution_id
 from shared.store.access import (
     CREATE_INDEX,
     FIND,
@@ -87,7 +89,17 @@ EXERCISED: dict[str, set[str]] = {
         "execution_progress",
         "notification_deliveries",
     },
-    "orchestrator": {"executions", "execution_versions", "suspended_executions"},
+    "orchestrator": {
+        "executions",
+        "execution_versions",
+        "suspended_executions",
+        # A deleted thread's turn erased.
+        "steps",
+        "attempts",
+        "execution_progress",
+        "checkpoints",
+        "checkpoint_heads",
+    },
     "sandbox": {"executions", "steps", "attempts", "execution_progress", "checkpoint_heads"},
     "notifier": {"notification_outbox", "notification_deliveries", "notification_claims"},
     "migrator": {"executions", "api_keys", "threads", "store_migrations"},
@@ -256,6 +268,7 @@ async def drive_the_flows(cluster: Cluster, box: Mailbox) -> None:
         # notifications, the stream, LangGraph threads.
         waiting = (await requester.start_suspended())["execution_id"]
         await gateway_reads(requester, first, waiting)
+        await delete_a_thread(requester, cluster)
     finally:
         for client in clients:
             await client.aclose()
@@ -289,6 +302,32 @@ async def gateway_reads(api: Api, ended: str, waiting: str) -> None:
     thread_id = created.json()["thread_id"]
     assert (await http.get(f"{threads}/{thread_id}")).status_code == 200
     assert (await http.post(f"{threads}/search", json={})).status_code == 200
+
+
+async def delete_a_thread(api: Api, cluster: Cluster) -> None:
+    """A thread with a turn, deleted: the gateway marks it, the orchestrator erases the turn's
+    checkpoints and working data."""
+    threads = f"/langgraph/projects/{PROJECT}/workspaces/{WORKSPACE}/threads"
+    thread_id = (await api.client.post(threads, json={})).json()["thread_id"]
+    said = {"messages": [{"role": "user", "content": "hello"}]}
+    ran = await api.client.post(
+        f"{threads}/{thread_id}/runs/wait", json={"assistant_id": "conversation", "input": said}
+    )
+    assert ran.status_code == 200, ran.text
+    assert (await api.client.delete(f"{threads}/{thread_id}")).status_code == 204
+    turn = turn_execution_id(PROJECT, WORKSPACE, thread_id, 1)
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
+        cluster.env["INTERLOCK_MONGODB_URI"]
+    )
+    try:
+        heads = client[cluster.database].checkpoint_heads
+        await eventually(
+            lambda: heads.count_documents({"thread_id": turn}),
+            lambda n: n == 0,
+            what="the deleted thread's checkpoints erased",
+        )
+    finally:
+        await client.close()
 
 
 async def _now(value: str | None) -> str | None:

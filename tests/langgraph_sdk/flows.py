@@ -225,11 +225,12 @@ def last_reply(values: dict[str, Any]) -> str:
     return str(replies[-1]) if replies else ""
 
 
-async def conversation_flow(target: Target) -> None:
+async def conversation_flow(target: Target) -> list[str]:
     """A thread as a conversation: every turn sees the ones before; turn 3 waits for a review
     while a follow-up is queued behind it (``enqueue``, the default) and a ``reject`` is
     refused; a running turn is interrupted, and another rolled back; the thread's runs, history
-    and metadata read as LangGraph's."""
+    and metadata read as LangGraph's; a thread is deleted once its runs ended. Returns the
+    deleted threads' ids, so a caller with the store at hand can see what went with them."""
     client = target.client()
     # A case of its own: other flows on the same server (the JS client's) search by metadata too.
     case = f"chat-{uuid.uuid4()}"
@@ -311,3 +312,25 @@ async def conversation_flow(target: Target) -> None:
     on_copy = await client.runs.wait(copy_id, CHAT, input=said("on the copy"))
     assert "'seen the note?'" in last_reply(on_copy), on_copy
     assert "on the copy" not in str((await client.threads.get_state(thread_id))["values"])
+
+    # Deleting: refused while a run is under way, then the thread is gone, and its id is not a
+    # thread again; the copy, which started from it, lives on.
+    slow = await client.runs.create(thread_id, CHAT, input=said("wait 20 before the end"))
+    problem = await refused(client.threads.delete(thread_id), 409)
+    assert problem["type"].endswith("/thread-busy"), problem
+    await client.runs.cancel(thread_id, slow["run_id"], wait=True)
+    await client.threads.delete(thread_id)
+    for gone in (
+        client.threads.get(thread_id),
+        client.threads.get_state(thread_id),
+        client.runs.list(thread_id),
+        client.threads.delete(thread_id),
+    ):
+        problem = await refused(gone, 404)
+        assert problem["type"].endswith("/thread-not-found"), problem
+    problem = await refused(client.threads.create(thread_id=thread_id), 409)
+    assert problem["type"].endswith("/thread-deleted"), problem
+    found = await client.threads.search(metadata={"case": case}, limit=10)
+    assert [t["thread_id"] for t in found] == [copy_id], found
+    assert "'seen the note?'" in str((await client.threads.get_state(copy_id))["values"])
+    return [thread_id]

@@ -22,6 +22,7 @@ from services.notifier.app import register as register_notifier
 from services.orchestrator.app import OrchestratorSettings
 from services.orchestrator.app import register as register_orchestrator
 from services.orchestrator.deadlines import DeadlineSweeper
+from services.orchestrator.thread_erasure import saver_eraser
 from services.sandbox.app import SandboxSettings
 from services.sandbox.app import register as register_sandbox
 from shared.agents import load_registry
@@ -51,6 +52,8 @@ class World:
     sweeper: DeadlineSweeper
     clock_file: Path
     deadline_events: list[dict[str, Any]]
+    saver: InMemorySaver
+    """The sandbox's checkpoints."""
 
     def set_clock(self, now: datetime) -> None:
         """What the orchestrator takes for now (deadlines are computed and fired by it)."""
@@ -105,8 +108,11 @@ async def in_process_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> A
     orchestrator_settings = OrchestratorSettings(
         kafka_bootstrap_servers="unused:9092", topic_prefix="mem.", clock_file=clock_file
     )
-    _, sweeper = register_orchestrator(bus, orchestrator_settings, store, bus)
-    register_sandbox(bus, settings, store, bus, InMemorySaver())
+    saver = InMemorySaver()
+    _, sweeper = register_orchestrator(
+        bus, orchestrator_settings, store, bus, erase_checkpoints=saver_eraser(saver)
+    )
+    register_sandbox(bus, settings, store, bus, saver)
     notifier_settings = NotifierSettings(kafka_bootstrap_servers="unused:9092", topic_prefix="mem.")
     # With the store, suspensions are stored as deliveries for the configured channels (none
     # unless a test points INTERLOCK_NOTIFICATIONS_FILE at some).
@@ -141,4 +147,5 @@ async def in_process_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> A
         sweeper,
         clock_file,
         deadline_events,
+        saver,
     )

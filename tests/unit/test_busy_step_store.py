@@ -19,6 +19,7 @@ from interlock.dev import DevSettings
 from services.gateway import app as gateway_app
 from services.gateway.app import create_app
 from services.orchestrator.app import register as register_orchestrator
+from services.orchestrator.thread_erasure import saver_eraser
 from services.sandbox.app import publish_agent_versions
 from services.sandbox.app import register as register_sandbox
 from shared.inprocess_bus import InProcessBus
@@ -80,7 +81,9 @@ async def dev_mode(
             AsyncSqliteSaver.from_conn_string(str(tmp_path / "checkpoints.sqlite"))
         )
         bus = InProcessBus(tmp_path / "bus.sqlite")
-        register_orchestrator(bus, settings, store, bus)
+        register_orchestrator(
+            bus, settings, store, bus, erase_checkpoints=saver_eraser(checkpointer)
+        )
         _, graphs = register_sandbox(bus, settings, store, bus, checkpointer)
         await publish_agent_versions(graphs, store)
         _, key = await create_key(store.api_keys, project_id="demo", role=Role.OWNER, name="t")

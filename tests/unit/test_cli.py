@@ -32,6 +32,7 @@ from services.notifier.app import NotifierSettings
 from services.notifier.app import register as register_notifier
 from services.orchestrator.app import OrchestratorSettings
 from services.orchestrator.app import register as register_orchestrator
+from services.orchestrator.thread_erasure import saver_eraser
 from services.sandbox.app import SandboxSettings
 from services.sandbox.app import register as register_sandbox
 from shared.store.api_keys import Role, create_key
@@ -84,8 +85,11 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cli]:
     settings = SandboxSettings(**common)
     bus = DirectBus()
     store = InMemoryStore()
-    register_orchestrator(bus, OrchestratorSettings(**common), store, bus)
-    register_sandbox(bus, settings, store, bus, InMemorySaver())
+    saver = InMemorySaver()
+    register_orchestrator(
+        bus, OrchestratorSettings(**common), store, bus, erase_checkpoints=saver_eraser(saver)
+    )
+    register_sandbox(bus, settings, store, bus, saver)
     register_notifier(bus, NotifierSettings(**common), bus)
     # create_app would reconfigure structlog for the whole process: loggers cached under that
     # configuration escape later tests' capture_logs. Capturing here keeps the services' logs

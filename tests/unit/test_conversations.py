@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from langchain_core.runnables import RunnableConfig
 
 from services.gateway import app as gateway_app
 from services.gateway.app import GatewaySettings, create_app
@@ -21,6 +22,10 @@ from tests.unit.inprocess import World
 
 CHAT = "conversation"
 ROOT = "/langgraph/projects/p1/workspaces/w1"
+
+
+def checkpoint_of(execution_id: str) -> RunnableConfig:
+    return {"configurable": {"thread_id": execution_id, "checkpoint_ns": ""}}
 
 
 def said(text: str) -> dict[str, Any]:
@@ -339,14 +344,41 @@ async def test_a_later_turn_waiting_for_review_shows_the_conversation_so_far(
     assert waiting["status"] == "success"
 
 
-async def test_deleting_a_thread_is_refused_in_words(http: httpx.AsyncClient) -> None:
+async def test_a_deleted_thread_is_gone_and_its_turns_erased(
+    http: httpx.AsyncClient, world: World
+) -> None:
     thread_id = await new_thread(http)
+    for text in ("hello", "again"):
+        assert (await wait(http, thread_id, input=said(text))).status_code == 200
+    turns = [turn_execution_id("p1", "w1", thread_id, n) for n in (1, 2)]
+    assert all([await world.saver.aget_tuple(checkpoint_of(t)) for t in turns])
+
+    assert (await http.delete(f"/threads/{thread_id}")).status_code == 204
+    for gone in (
+        await http.get(f"/threads/{thread_id}"),
+        await http.get(f"/threads/{thread_id}/state"),
+        await http.delete(f"/threads/{thread_id}"),
+        await http.delete("/threads/no-such-thread"),
+    ):
+        assert gone.status_code == 404, gone.text
+        assert gone.json()["type"].endswith("/thread-not-found")
+    again = await http.post("/threads", json={"thread_id": thread_id})
+    assert again.status_code == 409 and again.json()["type"].endswith("/thread-deleted")
+    # The in-process bus has delivered the erasure: checkpoints gone, the audit kept (default).
+    assert [await world.saver.aget_tuple(checkpoint_of(t)) for t in turns] == [None, None]
+    for execution_id in turns:
+        assert (await world.execution(execution_id)).status is ExecutionStatus.COMPLETED
+
+
+async def test_a_thread_with_a_review_pending_is_not_deleted(http: httpx.AsyncClient) -> None:
+    thread_id = await new_thread(http)
+    waiting = await wait(http, thread_id, input=said("refund my order"))
+    assert waiting.json()["__interrupt__"], waiting.text
     refused = await http.delete(f"/threads/{thread_id}")
-    assert refused.status_code == 405, refused.text
-    assert refused.headers["content-type"].startswith("application/problem+json")
-    assert refused.json()["type"].endswith("/thread-delete-unsupported")
-    assert (await http.get(f"/threads/{thread_id}")).status_code == 200
-    assert (await http.delete("/threads/no-such-thread")).status_code == 404
+    assert refused.status_code == 409, refused.text
+    assert refused.json()["type"].endswith("/thread-busy")
+    assert refused.json()["execution_id"] == turn_execution_id("p1", "w1", thread_id, 1)
+    assert (await http.get(f"/threads/{thread_id}")).json()["status"] == "interrupted"
 
 
 async def test_a_queued_turn_cancelled_while_it_waits_is_skipped_by_the_turns_after_it(

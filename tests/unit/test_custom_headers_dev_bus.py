@@ -23,6 +23,7 @@ from services.gateway import app as gateway_app
 from services.gateway.app import create_app
 from services.orchestrator.app import register as register_orchestrator
 from services.orchestrator.state_machine import CUSTOM_HEADERS_UNREADABLE
+from services.orchestrator.thread_erasure import saver_eraser
 from services.sandbox.app import publish_agent_versions
 from services.sandbox.app import register as register_sandbox
 from shared.bus import Delivery
@@ -94,7 +95,13 @@ async def dev_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIter
     async with embedded(settings) as wiring:
         assert isinstance(wiring.bus, InProcessBus)
         await wiring.store.ensure_indexes()
-        register_orchestrator(wiring.bus, settings, wiring.store, wiring.publisher)
+        register_orchestrator(
+            wiring.bus,
+            settings,
+            wiring.store,
+            wiring.publisher,
+            erase_checkpoints=saver_eraser(wiring.checkpointer),
+        )
         _, graphs = register_sandbox(
             wiring.bus, settings, wiring.store, wiring.publisher, wiring.checkpointer
         )

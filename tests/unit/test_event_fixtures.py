@@ -29,6 +29,7 @@ from shared.events import (
     MessageDeadLettered,
     ReportOutcome,
     ReviewDeadlineReached,
+    ThreadDeleteRequested,
     decode_event,
     encode_event,
 )
@@ -43,6 +44,7 @@ EXPECTED: dict[str, type[BaseModel]] = {
     "decision.submitted.v1.discounted-approvers.json": DecisionSubmitted,
     "decision.submitted.v1.claimed.json": DecisionSubmitted,
     "execution.cancel_requested.v1.json": CancelRequested,
+    "thread.delete_requested.v1.json": ThreadDeleteRequested,
     "execution.dispatched.v1.start.json": ExecutionDispatched,
     "execution.dispatched.v1.resume.json": ExecutionDispatched,
     "execution.suspended.v1.json": ExecutionSuspended,

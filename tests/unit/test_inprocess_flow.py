@@ -7,11 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langgraph.checkpoint.memory import InMemorySaver
 
 from agents.ledger import read_all
 from services.gateway.errors import DecisionConflict
 from services.orchestrator.app import OrchestratorSettings
 from services.orchestrator.app import register as register_orchestrator
+from services.orchestrator.thread_erasure import saver_eraser
 from services.sandbox.app import SandboxSettings
 from shared.domain.decisions import DecisionNotAllowed, NotSuspended
 from shared.domain.execution import ExecutionStatus
@@ -142,7 +144,9 @@ async def test_a_redelivered_request_sends_the_same_dispatch_again(tmp_path: Pat
     orchestrator_settings = OrchestratorSettings(
         kafka_bootstrap_servers="unused:9092", topic_prefix="solo."
     )
-    register_orchestrator(bus, orchestrator_settings, store, bus)
+    register_orchestrator(
+        bus, orchestrator_settings, store, bus, erase_checkpoints=saver_eraser(InMemorySaver())
+    )
     sent: list[dict[str, Any]] = []
     bus.add_consumer(settings.topics.dispatched, "observer", Collector("observer", sent))
 

@@ -54,7 +54,10 @@ async def setup(world: World, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[
     monkeypatch.setattr(gateway_app, "configure_logging", lambda *args, **kwargs: None)
     counting = CountingStore(world.store)
     counting.threads = CountedCalls(world.store.threads, counting.counts, "threads")
-    built = GatewaySettings(kafka_bootstrap_servers="unused:9092", topic_prefix="mem.")
+    # Every route twice per key, back to back: past the default burst of 40 on a fast run.
+    built = GatewaySettings(
+        kafka_bootstrap_servers="unused:9092", topic_prefix="mem.", rate_limit_burst=1000
+    )
     app = create_app(built, store=counting, publisher=world.bus)  # type: ignore[arg-type]
     keys = world.store.api_keys
     _, owner = await create_key(

@@ -41,9 +41,9 @@ SANDBOX_MUST_NOT_REACH = {
 }
 
 
-def collections_named_in(path: Path) -> set[str]:
-    """Every ``database["name"]`` (or ``database[NAME]``, a module constant) in one adapter."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+def string_constants(tree: ast.Module) -> dict[str, str]:
+    """The module's ``NAME = "text"`` assignments, and those it imports from the repository's
+    own modules (``from shared.store.mongo.checkpoint_erasure import CHECKPOINTS``)."""
     constants = {
         target.id: node.value.value
         for node in tree.body
@@ -53,6 +53,22 @@ def collections_named_in(path: Path) -> set[str]:
         for target in node.targets
         if isinstance(target, ast.Name)
     }
+    for node in tree.body:
+        if not isinstance(node, ast.ImportFrom) or node.module is None:
+            continue
+        source = REPO / (node.module.replace(".", "/") + ".py")
+        if not source.is_file():
+            continue
+        theirs = string_constants(ast.parse(source.read_text(encoding="utf-8")))
+        constants |= {a.asname or a.name: theirs[a.name] for a in node.names if a.name in theirs}
+    return constants
+
+
+def collections_named_in(path: Path) -> set[str]:
+    """Every ``database["name"]`` (or ``database[NAME]``, a constant of the module or imported
+    by it) in one adapter."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    constants = string_constants(tree)
     named = set()
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)):

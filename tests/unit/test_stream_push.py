@@ -26,6 +26,7 @@ from services.gateway.feed import ExecutionFeed
 from services.gateway.stream import KeyGuard
 from services.orchestrator import state_machine as sm
 from services.orchestrator.app import register as register_orchestrator
+from services.orchestrator.thread_erasure import saver_eraser
 from services.sandbox.app import publish_agent_versions
 from services.sandbox.app import register as register_sandbox
 from shared.activity import CHANGED_IN_HEADER, ExecutionActivity
@@ -201,7 +202,13 @@ async def test_embedded_streams_are_pushed_and_resume_after_a_gateway_restart(
     )
     async with embedded(settings) as wiring:
         await wiring.store.ensure_indexes()
-        register_orchestrator(wiring.bus, settings, wiring.store, wiring.publisher)
+        register_orchestrator(
+            wiring.bus,
+            settings,
+            wiring.store,
+            wiring.publisher,
+            erase_checkpoints=saver_eraser(wiring.checkpointer),
+        )
         _, graphs = register_sandbox(
             wiring.bus, settings, wiring.store, wiring.publisher, wiring.checkpointer
         )

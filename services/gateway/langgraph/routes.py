@@ -341,23 +341,18 @@ def build_langgraph_router(
         )
         return view.body()
 
-    @router.delete(f"{PREFIX}/threads/{{thread_id}}", tags=TAGS)
+    @router.delete(f"{PREFIX}/threads/{{thread_id}}", tags=TAGS, status_code=204)
     async def delete_thread(
         project_id: Identifier,
         workspace_id: Identifier,
         thread_id: Identifier,
         key: ApiKey = anyone,
     ) -> Response:
-        """Not served yet: said so, rather than a bare 405 (docs/langgraph-api.md)."""
-        await service.thread(scope_of(project_id, workspace_id), thread_id)
-        raise Problem(
-            405,
-            "thread-delete-unsupported",
-            "Deleting a thread is not supported",
-            f"thread {thread_id} is kept with its turns: Interlock does not delete threads yet"
-            " (their checkpoints and durable steps must go with them); see docs/langgraph-api.md",
-            headers={"Allow": "GET, PATCH"},
-        )
+        """Delete the thread (``threads.delete``): gone at once; its checkpoints, durable steps
+        and progress erased within moments, its audit kept or erased by the deployment's policy
+        (docs/langgraph-api.md, "Deleting a thread")."""
+        await service.delete_thread(scope_of(project_id, workspace_id), thread_id, key)
+        return Response(status_code=204)
 
     @router.post(
         f"{PREFIX}/threads/{{thread_id}}/history",

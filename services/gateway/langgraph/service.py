@@ -42,7 +42,7 @@ from shared.domain.execution import Execution, ExecutionStatus
 from shared.domain.principals import Reviewer
 from shared.domain.threads import ThreadBusy, plan_turn, turn_execution_id, turn_number
 from shared.errors import InterlockError
-from shared.events import AgentInput, BusyThreadPolicy
+from shared.events import MAX_ERASED_TURNS, AgentInput, BusyThreadPolicy, utc_now
 from shared.store.api_keys import ApiKey
 from shared.store.errors import StoreUnavailable
 from shared.store.ports import Store
@@ -125,6 +125,8 @@ class LangGraphService:
         )
         # Unique per workspace: another workspace's thread of this id is not this one.
         stored, created = await self._store.threads.create(record)
+        if stored.deleted:
+            raise thread_deleted(record.thread_id)
         if not created and if_exists != "do_nothing":
             raise Problem(
                 409,
@@ -137,11 +139,65 @@ class LangGraphService:
 
     async def thread(self, scope: Scope, thread_id: str) -> ThreadRecord:
         record = await self._store.threads.get(scope.project_id, scope.workspace_id, thread_id)
-        if record is None:
-            raise Problem(
-                404, "thread-not-found", "Thread not found", f"no thread {thread_id} here"
-            )
+        if record is None or record.deleted:
+            raise thread_not_found(thread_id)
         return record
+
+    async def delete_thread(self, scope: Scope, thread_id: str, key: ApiKey) -> None:
+        """Delete the thread (``threads.delete``): a tombstone at once, so it is gone for every
+        reader and its id starts nothing more, then its turns erased by the orchestrator
+        (services/orchestrator/thread_erasure.py). A thread with a turn that has not ended is
+        busy: nothing is deleted from under a run or a review.
+
+        Deleting a thread deleted already is a 404, as LangGraph answers, but asks for the
+        erasure again: the request that made the tombstone may have failed to publish it (a
+        503 the client retries), and erasing twice is harmless."""
+        require_role(key, "deleting a thread", OWNERS)
+        record = await self._store.threads.get(scope.project_id, scope.workspace_id, thread_id)
+        if record is None:
+            raise thread_not_found(thread_id)
+        latest = await self.conversations.latest(record)
+        last = 0 if latest is None else turn_number(latest)
+        if last > MAX_ERASED_TURNS:
+            raise Problem(
+                422,
+                "thread-too-long",
+                "Thread too long to delete",
+                f"thread {thread_id} has {last} turns; one deletion erases at most"
+                f" {MAX_ERASED_TURNS}",
+            )
+        if not record.deleted:
+            await self._check_all_ended(record, last)
+            await self._store.threads.mark_deleted(
+                scope.project_id, scope.workspace_id, thread_id, utc_now()
+            )
+        await self._intake.erase_thread(
+            project_id=scope.project_id,
+            workspace_id=scope.workspace_id,
+            thread_id=thread_id,
+            execution_ids=[turn_execution_id_of(record, n) for n in range(1, last + 1)],
+            requested_by=key.principal,
+        )
+        if record.deleted:
+            raise thread_not_found(thread_id)
+        log.info("thread.deleted", thread_id=thread_id, turns=last)
+
+    async def _check_all_ended(self, record: ThreadRecord, last: int) -> None:
+        """Raise 409 ``thread-busy`` unless every turn up to ``last`` ended (a turn queued
+        behind a review may have been cancelled while an earlier one still waits)."""
+        turns = await asyncio.gather(
+            *(self.conversations.turn(record, n) for n in range(1, last + 1))
+        )
+        unended = [t for t in turns if t is not None and not t.status.is_terminal]
+        if unended:
+            raise Problem(
+                409,
+                "thread-busy",
+                "Thread is busy",
+                f"thread {record.thread_id} has a run {unended[0].status.value}: cancel it"
+                " (POST .../runs/{run_id}/cancel) or let it finish, then delete the thread",
+                execution_id=unended[0].execution_id,
+            )
 
     async def view(self, record: ThreadRecord, latest: Execution | None) -> ThreadView:
         """The thread as LangGraph shows it: its latest turn that ran (a turn queued behind a
@@ -212,7 +268,9 @@ class LangGraphService:
         records = await self._store.threads.get_many(
             scope.project_id, scope.workspace_id, thread_ids
         )
-        found = [records[t] for t in dict.fromkeys(thread_ids) if t in records]
+        found = [
+            records[t] for t in dict.fromkeys(thread_ids) if t in records and not records[t].deleted
+        ]
         views = await self._views(found)
         if status is not None:
             views = [v for v in views if v.status == status]
@@ -236,7 +294,8 @@ class LangGraphService:
         records = await self._store.threads.get_many(
             scope.project_id, scope.workspace_id, [thread for thread, _ in found]
         )
-        views = [await self.view(records[t], e) for t, e in found[offset:] if t in records]
+        live = {t: r for t, r in records.items() if not r.deleted}
+        views = [await self.view(live[t], e) for t, e in found[offset:] if t in live]
         return views
 
     async def _listed(
@@ -665,6 +724,21 @@ def assistant_mismatch(thread_id: str, agent: str, asked: str) -> Problem:
         f" assistant_id {agent!r} (a thread carries one agent's execution)",
         thread_assistant=agent,
         assistant_id=asked,
+    )
+
+
+def thread_not_found(thread_id: str) -> Problem:
+    return Problem(404, "thread-not-found", "Thread not found", f"no thread {thread_id} here")
+
+
+def thread_deleted(thread_id: str) -> Problem:
+    """A deleted thread's id is never a thread again (shared/store/threads.py, ``deleted_at``)."""
+    return Problem(
+        409,
+        "thread-deleted",
+        "Thread was deleted",
+        f"thread {thread_id} was deleted, and a deleted thread's id is not reused: create the"
+        " thread under another id (or let the server choose one)",
     )
 
 

@@ -1,0 +1,101 @@
+"""Erasing a deleted thread's turns (docs/langgraph-api.md, "Deleting a thread").
+
+The gateway makes the thread a tombstone, checks that its turns ended and publishes
+``thread.delete_requested``; here every ended turn it lists, and any later one (a run started
+while the gateway was deleting), is erased: its LangGraph checkpoints, then its records in the
+store, by the deployment's policy (``keep_audit``: the execution, its versions, claims,
+approvals and delivery history stay, readable through the executions API). A turn that has not
+ended is left alone and logged: nothing may be pulled from under a run or a review, and the
+tombstone already keeps the thread from starting another.
+
+Only a gateway's signed request erases anything: erasing is irreversible, and the gateway is the
+one that checked the caller's key and role.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import structlog
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from shared.domain.threads import MAX_TURN_PROBES, turn_execution_id
+from shared.errors import RejectedMessage
+from shared.events import ThreadDeleteRequested
+from shared.senders import GatewaySender, Sender
+from shared.store.ports import Store
+
+log = structlog.get_logger(__name__)
+
+CheckpointEraser = Callable[[Sequence[str]], Awaitable[object]]
+"""Removes every checkpoint of these checkpoint threads (one per execution)."""
+
+
+def saver_eraser(saver: BaseCheckpointSaver[Any]) -> CheckpointEraser:
+    """A saver's own ``adelete_thread``, thread by thread: for the embedded mode's SQLite saver,
+    which has no batch delete (on MongoDB, shared/store/mongo/checkpoint_erasure.py sends one
+    command per collection instead)."""
+
+    async def erase(thread_ids: Sequence[str]) -> None:
+        for thread_id in thread_ids:
+            await saver.adelete_thread(thread_id)
+
+    return erase
+
+
+class ThreadEraser:
+    def __init__(self, *, store: Store, checkpoints: CheckpointEraser, keep_audit: bool) -> None:
+        self._store = store
+        self._checkpoints = checkpoints
+        self._keep_audit = keep_audit
+
+    async def on_delete_requested(self, event: ThreadDeleteRequested, sender: Sender) -> None:
+        if not isinstance(sender, GatewaySender):
+            log.warning("thread.erase_refused", thread_id=event.thread_id, sender=repr(sender))
+            raise RejectedMessage(
+                "not applied: a thread is erased only on a gateway's signed request, and this"
+                f" one is {sender!r}"
+            )
+        ended, running = await self._ended_turns(event)
+        if running:
+            log.warning(
+                "thread.erase_skipped_unended", thread_id=event.thread_id, execution_ids=running
+            )
+        await self._checkpoints(ended)
+        removed = await self._store.erasure.erase(ended, keep_audit=self._keep_audit)
+        log.info(
+            "thread.erased",
+            thread_id=event.thread_id,
+            turns=len(ended),
+            records=removed,
+            kept_audit=self._keep_audit,
+        )
+
+    async def _ended_turns(self, event: ThreadDeleteRequested) -> tuple[list[str], list[str]]:
+        """The listed turns and those after them that ended (or are gone: erased by an earlier
+        delivery of this request), and the ids of those that have not ended."""
+        listed = list(dict.fromkeys(event.execution_ids))
+        ended: list[str] = []
+        running: list[str] = []
+        for execution_id in listed:
+            execution = await self._store.executions.get(event.project_id, execution_id)
+            if execution is None:
+                ended.append(execution_id)  # erased by an earlier delivery: erasing is a no-op
+            elif execution.workspace_id != event.workspace_id:
+                # Turn ids derive from the workspace, so the gateway never lists another's.
+                log.warning("thread.erase_foreign_turn", execution_id=execution_id)
+            elif execution.status.is_terminal:
+                ended.append(execution_id)
+            else:
+                running.append(execution_id)
+        # Turns are numbered from 1 and the gateway lists them all: read on past the last.
+        for number in range(len(listed) + 1, len(listed) + 1 + MAX_TURN_PROBES):
+            execution_id = turn_execution_id(
+                event.project_id, event.workspace_id, event.thread_id, number
+            )
+            execution = await self._store.executions.get(event.project_id, execution_id)
+            if execution is None:
+                break
+            (ended if execution.status.is_terminal else running).append(execution_id)
+        return ended, running
