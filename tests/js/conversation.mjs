@@ -345,6 +345,17 @@ async function main() {
   );
   const original = await client.threads.getState(threadId);
   assert.ok(!JSON.stringify(original.values).includes("on the copy"));
+
+  step("threads.delete: gone, its id not a thread again, the copy kept");
+  await client.threads.delete(threadId);
+  let gone = await refused(client.threads.get(threadId), 404);
+  assert.ok(gone.type.endsWith("/thread-not-found"), JSON.stringify(gone));
+  gone = await refused(client.threads.delete(threadId), 404);
+  assert.ok(gone.type.endsWith("/thread-not-found"), JSON.stringify(gone));
+  const again = await refused(client.threads.create({ threadId }), 409);
+  assert.ok(again.type.endsWith("/thread-deleted"), JSON.stringify(again));
+  const kept = await client.threads.getState(copy.thread_id);
+  assert.ok(JSON.stringify(kept.values).includes("on the copy"));
 }
 
 main().then(
