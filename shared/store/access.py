@@ -95,6 +95,11 @@ THREADS = grant(
     # the one document (findAndModify or update, by _id), after a read.
     threads=(FIND, INSERT, UPDATE),
 )
+THREAD_RETENTION = grant(
+    # The sweep: the expired threads (a find), each read again, given a later expiry or marked
+    # deleted (findAndModify, by _id, no upsert).
+    threads=(FIND, UPDATE),
+)
 AGENT_VERSION_READS = grant(agent_versions=(FIND,))
 AGENT_VERSION_PUBLISH = grant(agent_versions=(INSERT, UPDATE))  # replace_one, upsert
 PROGRESS_READS = grant(execution_progress=(FIND,))
@@ -193,6 +198,7 @@ PRINCIPALS: dict[str, dict[str, frozenset[str]]] = {
         SWEEPS,
         DECISION_CLAIMS,
         ERASURE,  # a deleted thread's ended turns
+        THREAD_RETENTION,  # threads past their ttl
     ),
     "sandbox": union(
         EXECUTION_READS, STEPS, ATTEMPTS, PROGRESS_APPENDS, AGENT_VERSION_PUBLISH, CHECKPOINTS

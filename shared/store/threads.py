@@ -14,6 +14,14 @@ metadata update and a turn note never write the same value: neither can undo the
 on FerretDB, which writes back a whole document per update: shared/store/mongo/threads.py). A
 deleted thread takes its turns with it, so one created again under its id starts at 0.
 
+A thread may have a time to live (LangGraph's thread ``ttl``): ``ttl_minutes``, and
+``expires_at``, when the retention sweep may delete it, which every new turn moves on (``note_turn``
+takes it in the same write as the turn) and ``set_ttl`` sets. Both are kept beside the record's
+text, like ``turns``, so a metadata update never takes them back; ``expired`` finds the threads
+past it, in every project and workspace, through an index. A tombstone never expires (it is
+deleted already): ``mark_deleted`` clears its expiry, and neither ``set_ttl`` nor a note gives
+it one. Records written before retention have neither field: kept until deleted.
+
 The previous release keyed threads by (project, thread). Each adapter adopts such records when
 it creates its schema (``ensure_indexes``, at every start-up): a record is read under the
 workspace it was created in, as before, and nowhere else.
@@ -24,7 +32,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
 from shared.events import utc_now
 
@@ -44,6 +52,21 @@ class ThreadRecord(BaseModel):
     """Set when the thread was deleted: the record is then a tombstone, with no metadata, kept so
     its id is never a thread again (its turns' execution ids derive from it, and a new thread
     under it would meet their records while they are erased)."""
+
+    ttl_minutes: float | None = None
+    """The thread's time to live, in minutes (LangGraph's ``ttl: {"strategy": "delete", "ttl":
+    minutes}``): each new turn moves ``expires_at`` to that long after it. None: the thread is
+    kept until it is deleted."""
+    expires_at: AwareDatetime | None = None
+    """When the retention sweep may delete the thread: ``ttl_minutes`` after its last turn
+    started (or after it was created, or given its ttl); None: never. Kept to the millisecond
+    (``expiry_time``): what every adapter stores (a BSON date holds no more), so a record reads
+    back as it was given."""
+
+    @field_validator("expires_at")
+    @classmethod
+    def _to_the_millisecond(cls, value: datetime | None) -> datetime | None:
+        return None if value is None else expiry_time(value)
 
     @property
     def deleted(self) -> bool:
@@ -70,12 +93,45 @@ class ThreadStore(Protocol):
         ...
 
     async def note_turn(
-        self, project_id: str, workspace_id: str, thread_id: str, turn: int
+        self,
+        project_id: str,
+        workspace_id: str,
+        thread_id: str,
+        turn: int,
+        *,
+        expires_at: datetime | None = None,
     ) -> None:
         """Record that the thread has started turn ``turn``: the thread's ``turns`` becomes at
         least ``turn``. A hint: readers probe the turns after it (the executions are the truth),
         so under concurrent writers it may trail, never lead; a thread that does not exist is
-        left alone."""
+        left alone.
+
+        With ``expires_at`` (the new turn restarting the thread's ttl), the same single write also
+        moves the thread's ``expires_at`` to it, unless it is later already: a late note (of an
+        earlier turn, or from a replica whose clock trails) never brings an expiry forward;
+        ``set_ttl`` is what shortens one. This is every turn's path, so one store command
+        either way. A tombstone is then left as it is, expiry and hint (which may trail, as
+        hints may): one write cannot note one and not the other on every server."""
+        ...
+
+    async def set_ttl(
+        self,
+        project_id: str,
+        workspace_id: str,
+        thread_id: str,
+        ttl_minutes: float | None,
+        expires_at: datetime | None,
+    ) -> ThreadRecord | None:
+        """Set the thread's ``ttl_minutes`` and ``expires_at`` (None and None: kept until
+        deleted) and return the updated thread; None when the workspace has no such thread. A
+        tombstone is returned unchanged: it is never given a ttl. ``turns``, ``created_at`` and
+        the metadata are kept; of concurrent calls the last one wins."""
+        ...
+
+    async def expired(self, now: datetime, *, limit: int) -> list[ThreadRecord]:
+        """Live threads of every project and workspace whose ``expires_at`` is ``now`` or
+        earlier, soonest first, ``limit`` of them at most: one query, through an index on the
+        expiry. Tombstones and threads without an expiry are never among them."""
         ...
 
     async def set_metadata(
@@ -85,15 +141,16 @@ class ThreadStore(Protocol):
         updated thread; None when the workspace has no such thread. Of concurrent updates the
         last writer wins, so of two callers merging at once one's keys may be dropped: there is
         no compare-and-set, which FerretDB 1.x could not make atomic anyway (see
-        shared/store/mongo/executions.py). ``turns`` and ``created_at`` are kept."""
+        shared/store/mongo/executions.py). ``turns``, ``created_at`` and the ttl are kept."""
         ...
 
     async def mark_deleted(
         self, project_id: str, workspace_id: str, thread_id: str, at: datetime
     ) -> ThreadRecord | None:
         """Make the workspace's thread a tombstone: its metadata emptied, ``deleted_at`` set to
-        ``at``; return the tombstone (a thread marked already keeps its first ``deleted_at``).
-        None when the workspace has no such thread. ``get``, ``get_many`` and ``create`` return
+        ``at``, its ``expires_at`` cleared (it never expires again); return the tombstone (a
+        thread marked already keeps its first ``deleted_at``). None when the workspace has no
+        such thread. ``get``, ``get_many`` and ``create`` return
         tombstones like any thread (the caller refuses them); ``list`` leaves them out."""
         ...
 
@@ -133,10 +190,30 @@ def list_key(thread: ThreadRecord) -> tuple[str, str]:
     return created_key(thread), thread.thread_id
 
 
+KEPT_BESIDE = frozenset({"turns", "ttl_minutes", "expires_at"})
+"""The fields adapters keep beside the record's text, each written on its own."""
+
+
 def body_json(thread: ThreadRecord) -> str:
-    """The record as the JSON text adapters store, without ``turns``: that is kept beside it,
-    where a write of the text (a metadata update) cannot take it back."""
-    return thread.model_dump_json(exclude={"turns"})
+    """The record as the JSON text adapters store, without ``KEPT_BESIDE``: those are kept
+    beside it, where a write of the text (a metadata update) cannot take them back."""
+    return thread.model_dump_json(exclude=set(KEPT_BESIDE))
+
+
+def expiry_time(at: datetime) -> datetime:
+    """``at`` as a thread's expiry is kept: UTC, truncated to the millisecond (a BSON date's
+    precision; a retention deadline needs no finer). Every adapter stores this, so what it reads
+    back is what it was given."""
+    if at.utcoffset() is None:
+        # Taken as UTC by one driver and as local time by another: refused, like the record's.
+        raise ValueError(f"an expiry needs a time zone: {at!r}")
+    utc = at.astimezone(UTC)
+    return utc.replace(microsecond=utc.microsecond // 1000 * 1000)
+
+
+def expiry_key(at: datetime) -> str:
+    """An expiry as text that sorts like the time (as ``created_key``), for SQLite's index."""
+    return expiry_time(at).isoformat(timespec="microseconds")
 
 
 def check_turn(turn: int) -> None:

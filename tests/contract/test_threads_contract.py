@@ -2,9 +2,10 @@
 project, workspace and id, even by concurrent creates; read and listed only in their workspace
 (another workspace's thread of the same id is another thread, and invisible); listed newest
 first. A thread's turns hint only grows and survives metadata updates; a deleted thread is gone,
-with its hint; a thread marked deleted is a tombstone, read like any thread and never listed. The
-previous release's records, keyed by project and id, are adopted at start-up into the workspace
-they were created in (SQLite and MongoDB)."""
+with its hint; a thread marked deleted is a tombstone, read like any thread and never listed. A
+thread's ttl and expiry are kept, moved by its turns, and found once past, in any workspace; a
+tombstone never expires. The previous release's records, keyed by project and id, are adopted at
+start-up into the workspace they were created in (SQLite and MongoDB)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pymongo import AsyncMongoClient, monitoring
 
 from shared.store.mongo import MongoStore
 from shared.store.ports import Store
 from shared.store.sqlite import SqliteStore
 from shared.store.threads import ThreadRecord, created_key, thread_key
-from tests.conftest import throwaway_mongo_store
+from tests.conftest import throwaway_mongo_store, unique_name
 
 T0 = datetime(2025, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)
 
@@ -32,6 +34,8 @@ def thread(
     workspace_id: str = "w-1",
     at: datetime = T0,
     metadata: dict[str, Any] | None = None,
+    ttl_minutes: float | None = None,
+    expires_at: datetime | None = None,
 ) -> ThreadRecord:
     return ThreadRecord(
         project_id=project_id,
@@ -39,6 +43,8 @@ def thread(
         thread_id=thread_id,
         created_at=at,
         metadata=metadata or {},
+        ttl_minutes=ttl_minutes,
+        expires_at=expires_at,
     )
 
 
@@ -409,6 +415,278 @@ async def test_a_tombstone_can_still_be_deleted(store: Store) -> None:
     assert await store.threads.get("p-1", "w-1", "t-1") is None
 
 
+# --- retention (ttl) ---------------------------------------------------------------------------
+
+HOUR = timedelta(hours=1)
+
+
+def at_ms(at: datetime) -> datetime:
+    """``at`` as an expiry is kept: to the millisecond."""
+    return at.replace(microsecond=at.microsecond // 1000 * 1000)
+
+
+async def test_a_thread_created_with_a_ttl_reads_back(store: Store) -> None:
+    created = thread(metadata={"v": 1}, ttl_minutes=60, expires_at=T0 + HOUR)
+    assert created.ttl_minutes == 60.0
+    assert created.expires_at == at_ms(T0 + HOUR) != T0 + HOUR  # T0 has microseconds
+    assert await store.threads.create(created) == (created, True)
+    assert await store.threads.get("p-1", "w-1", "t-1") == created
+    assert await store.threads.get_many("p-1", "w-1", ["t-1"]) == {"t-1": created}
+    assert await store.threads.list("p-1", "w-1", limit=10) == [created]
+    assert await store.threads.create(thread(metadata={"v": 2})) == (created, False)
+    kept = thread("t-2")
+    assert await store.threads.create(kept) == (kept, True)
+    got = await store.threads.get("p-1", "w-1", "t-2")
+    assert got is not None and (got.ttl_minutes, got.expires_at) == (None, None)
+
+
+async def test_set_ttl_sets_and_clears_it_and_keeps_the_rest(store: Store) -> None:
+    created = thread(metadata={"case": "CLM-1"})
+    await store.threads.create(created)
+    await store.threads.note_turn("p-1", "w-1", "t-1", 2)
+    given = await store.threads.set_ttl("p-1", "w-1", "t-1", 30, T0 + HOUR)
+    expected = created.model_copy(
+        update={"turns": 2, "ttl_minutes": 30.0, "expires_at": at_ms(T0 + HOUR)}
+    )
+    assert given == expected
+    assert await store.threads.get("p-1", "w-1", "t-1") == expected
+    changed = await store.threads.set_ttl("p-1", "w-1", "t-1", 1.5, T0 + 2 * HOUR)
+    assert changed == expected.model_copy(
+        update={"ttl_minutes": 1.5, "expires_at": at_ms(T0 + 2 * HOUR)}
+    )
+    cleared = await store.threads.set_ttl("p-1", "w-1", "t-1", None, None)
+    assert cleared == created.model_copy(update={"turns": 2})
+    assert await store.threads.get("p-1", "w-1", "t-1") == cleared
+    assert await store.threads.expired(T0 + 3 * HOUR, limit=10) == []
+
+
+async def test_set_ttl_of_no_thread_here_is_none(store: Store) -> None:
+    theirs = thread(workspace_id="w-2")
+    await store.threads.create(theirs)
+    for project, workspace, thread_id in (("p-1", "w-1", "t-1"), ("p-2", "w-2", "t-1")):
+        assert await store.threads.set_ttl(project, workspace, thread_id, 5, T0) is None
+        assert await store.threads.get(project, workspace, thread_id) is None
+    assert await store.threads.set_ttl("p-1", "w-2", "t-missing", 5, T0) is None
+    assert await store.threads.get("p-1", "w-2", "t-1") == theirs
+    assert await store.threads.expired(T0 + HOUR, limit=10) == []
+
+
+async def test_a_tombstone_is_never_given_a_ttl_nor_an_expiry(store: Store) -> None:
+    await store.threads.create(thread(metadata={"v": 1}, ttl_minutes=60, expires_at=T0 + HOUR))
+    await store.threads.note_turn("p-1", "w-1", "t-1", 1)
+    tombstone = await store.threads.mark_deleted("p-1", "w-1", "t-1", T0)
+    assert tombstone is not None and tombstone.expires_at is None and tombstone.turns == 1
+    assert await store.threads.set_ttl("p-1", "w-1", "t-1", 5, T0 + HOUR) == tombstone
+    # A note with an expiry leaves a tombstone as it is (its hint may trail, as hints may).
+    await store.threads.note_turn("p-1", "w-1", "t-1", 2, expires_at=T0 + 2 * HOUR)
+    assert await store.threads.get("p-1", "w-1", "t-1") == tombstone
+    assert await store.threads.expired(T0 + 3 * HOUR, limit=10) == []
+
+
+async def test_a_turn_with_an_expiry_moves_it_and_turns_still_only_grow(store: Store) -> None:
+    created = thread(ttl_minutes=60, expires_at=T0 + HOUR)
+    await store.threads.create(created)
+
+    async def noted() -> tuple[int, datetime | None]:
+        got = await store.threads.get("p-1", "w-1", "t-1")
+        assert got is not None and got.ttl_minutes == 60
+        return got.turns, got.expires_at
+
+    await store.threads.note_turn("p-1", "w-1", "t-1", 1, expires_at=T0 + 2 * HOUR)
+    assert await noted() == (1, at_ms(T0 + 2 * HOUR))
+    await store.threads.note_turn("p-1", "w-1", "t-1", 2)  # no expiry given: it stays
+    assert await noted() == (2, at_ms(T0 + 2 * HOUR))
+    # A late note of an earlier turn still moves the expiry on, and takes no turn back.
+    await store.threads.note_turn("p-1", "w-1", "t-1", 1, expires_at=T0 + 3 * HOUR)
+    assert await noted() == (2, at_ms(T0 + 3 * HOUR))
+    # An earlier expiry (a note delivered late, a clock behind) never brings it forward.
+    await store.threads.note_turn("p-1", "w-1", "t-1", 3, expires_at=T0 + 2 * HOUR)
+    assert await noted() == (3, at_ms(T0 + 3 * HOUR))
+    # Shortening is set_ttl's; the next turn's note moves it on from there.
+    await store.threads.set_ttl("p-1", "w-1", "t-1", 60, T0 + HOUR)
+    await store.threads.note_turn("p-1", "w-1", "t-1", 4, expires_at=T0 + 90 * timedelta(minutes=1))
+    assert await noted() == (4, at_ms(T0 + 90 * timedelta(minutes=1)))
+    # The note is in its workspace only, and a thread with none takes one.
+    await store.threads.create(thread(workspace_id="w-2"))
+    await store.threads.note_turn("p-1", "w-2", "t-1", 1, expires_at=T0)
+    theirs = await store.threads.get("p-1", "w-2", "t-1")
+    assert theirs is not None and (theirs.turns, theirs.expires_at) == (1, at_ms(T0))
+    await store.threads.note_turn("p-1", "w-3", "t-1", 1, expires_at=T0)
+    assert await store.threads.get("p-1", "w-3", "t-1") is None
+
+
+async def test_expired_finds_live_threads_past_their_expiry_in_every_workspace(
+    store: Store,
+) -> None:
+    now = T0 + 10 * HOUR
+    due = [  # soonest first, across workspaces and projects; one due exactly now
+        thread("t-a", workspace_id="w-2", ttl_minutes=1, expires_at=now - 3 * HOUR),
+        thread("t-b", project_id="p-2", ttl_minutes=1, expires_at=now - 2 * HOUR),
+        thread("t-c", ttl_minutes=1, expires_at=now - HOUR),
+        thread("t-d", project_id="p-3", workspace_id="w-9", ttl_minutes=1, expires_at=now),
+    ]
+    for t in reversed(due):
+        await store.threads.create(t)
+    await store.threads.create(thread("t-later", ttl_minutes=1, expires_at=now + HOUR))
+    await store.threads.create(thread("t-kept"))  # no ttl: kept until deleted
+    await store.threads.create(thread("t-gone", ttl_minutes=1, expires_at=now - 4 * HOUR))
+    await store.threads.mark_deleted("p-1", "w-1", "t-gone", now)
+    await store.threads.create(thread("t-erased", ttl_minutes=1, expires_at=now - 5 * HOUR))
+    await store.threads.delete("p-1", "w-1", "t-erased")
+    await store.threads.note_turn("p-2", "w-1", "t-b", 3)  # records come with their turns
+
+    expected = [due[0], due[1].model_copy(update={"turns": 3}), due[2], due[3]]
+    assert await store.threads.expired(now, limit=10) == expected
+    assert await store.threads.expired(now, limit=2) == expected[:2]
+    assert await store.threads.expired(now, limit=0) == []
+    assert await store.threads.expired(now - 150 * timedelta(minutes=1), limit=10) == expected[:1]
+    with pytest.raises(ValueError):
+        await store.threads.expired(now, limit=-1)
+    # Marked deleted, a thread is out; given a later expiry (the sweep postponing), out until then.
+    await store.threads.mark_deleted("p-1", "w-2", "t-a", now)
+    await store.threads.set_ttl("p-2", "w-1", "t-b", 1, now + 2 * HOUR)
+    assert await store.threads.expired(now, limit=10) == expected[2:]
+    assert [t.thread_id for t in await store.threads.expired(now + 2 * HOUR, limit=10)] == [
+        "t-c",
+        "t-d",
+        "t-later",
+        "t-b",
+    ]
+
+
+async def test_a_metadata_update_keeps_the_ttl(store: Store) -> None:
+    created = thread(metadata={"a": 1}, ttl_minutes=60, expires_at=T0 + HOUR)
+    await store.threads.create(created)
+    await store.threads.note_turn("p-1", "w-1", "t-1", 1, expires_at=T0 + 2 * HOUR)
+    updated = await store.threads.set_metadata("p-1", "w-1", "t-1", {"a": 2})
+    expected = created.model_copy(
+        update={"metadata": {"a": 2}, "turns": 1, "expires_at": at_ms(T0 + 2 * HOUR)}
+    )
+    assert updated == expected
+    assert await store.threads.get("p-1", "w-1", "t-1") == expected
+    assert await store.threads.expired(T0 + 2 * HOUR, limit=10) == [expected]
+
+
+async def test_an_expiry_needs_a_time_zone(store: Store) -> None:
+    await store.threads.create(thread())
+    naive = datetime(2025, 1, 2, 3, 4, 5)
+    with pytest.raises(ValueError):
+        await store.threads.set_ttl("p-1", "w-1", "t-1", 5, naive)
+    with pytest.raises(ValueError):
+        await store.threads.note_turn("p-1", "w-1", "t-1", 1, expires_at=naive)
+
+
+@pytest.mark.integration
+async def test_mongo_sends_one_command_per_retention_call(mongodb_uri: str) -> None:
+    """A turn's note with its expiry is one update (every turn's path); ``set_ttl`` one
+    findAndModify; ``expired`` one find."""
+    listener = CommandNames()
+    name = unique_name("threads")
+    store = MongoStore(
+        AsyncMongoClient(mongodb_uri, tz_aware=True, event_listeners=[listener]), name
+    )
+    try:
+        await store.ensure_indexes()
+        await store.threads.create(thread(ttl_minutes=60, expires_at=T0 + HOUR))
+
+        async def commands(call: Any) -> list[str]:
+            listener.names.clear()
+            await call
+            return list(listener.names)
+
+        assert await commands(
+            store.threads.note_turn("p-1", "w-1", "t-1", 1, expires_at=T0 + 2 * HOUR)
+        ) == ["update"]
+        assert await commands(store.threads.note_turn("p-1", "w-1", "t-1", 2)) == ["update"]
+        assert await commands(store.threads.set_ttl("p-1", "w-1", "t-1", 5, T0)) == [
+            "findAndModify"
+        ]
+        assert await commands(store.threads.expired(T0, limit=10)) == ["find"]
+    finally:
+        await store._client.drop_database(name)
+        await store.close()
+
+
+class CommandNames(monitoring.CommandListener):
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        self.names.append(event.command_name)
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None: ...
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None: ...
+
+
+async def test_sqlite_of_the_schema_before_retention_keeps_its_turns(tmp_path: Path) -> None:
+    """A dev database from before retention: its hints move to the new table at start-up, and
+    its threads take a ttl, expire, and are deleted with their activity."""
+    path = tmp_path / "interlock.db"
+    old, other = thread(metadata={"case": "CLM-1"}), thread("t-2")
+    with sqlite3.connect(path) as previous:
+        previous.executescript(WORKSPACE_THREADS_BEFORE_TURNS + THREAD_TURNS_BEFORE_RETENTION)
+        previous.executemany(
+            "INSERT INTO workspace_threads (project_id, workspace_id, thread_id, created_key, body)"
+            " VALUES (?, ?, ?, ?, ?)",
+            [
+                (t.project_id, t.workspace_id, t.thread_id, created_key(t), t.model_dump_json())
+                for t in (old, other)
+            ],
+        )
+        previous.executemany(
+            "INSERT INTO workspace_thread_turns (project_id, workspace_id, thread_id, turns)"
+            " VALUES (?, ?, ?, ?)",
+            [("p-1", "w-1", "t-1", 3), ("p-1", "w-1", "t-orphan", 1)],
+        )
+    for _ in range(2):  # every start runs the move; the second finds nothing to move
+        store = await SqliteStore.open(path)
+        try:
+            assert await store.threads.get("p-1", "w-1", "t-1") == old.model_copy(
+                update={"turns": 3}
+            )
+        finally:
+            await store.close()
+    store = await SqliteStore.open(path)
+    try:
+        await store.threads.note_turn("p-1", "w-1", "t-1", 4, expires_at=T0)
+        given = await store.threads.set_ttl("p-1", "w-1", "t-2", 1, T0 - HOUR)
+        assert given == other.model_copy(
+            update={"ttl_minutes": 1.0, "expires_at": at_ms(T0 - HOUR)}
+        )
+        expired = await store.threads.expired(T0, limit=10)
+        assert expired == [given, old.model_copy(update={"turns": 4, "expires_at": at_ms(T0)})]
+        assert await store.threads.delete("p-1", "w-1", "t-1")
+        assert await store.threads.expired(T0, limit=10) == [given]
+    finally:
+        await store.close()
+
+
+@pytest.mark.integration
+async def test_mongo_threads_from_before_retention_take_an_expiry(mongodb_uri: str) -> None:
+    """A document without the retention fields (nor ``deleted``) is kept until deleted, and a
+    turn's note with an expiry gives it one."""
+    async with throwaway_mongo_store(mongodb_uri, "threads") as store:
+        old = thread(metadata={"case": "CLM-1"})
+        await store.database["threads"].insert_one(
+            {
+                "_id": thread_key("p-1", "w-1", "t-1"),
+                "schema_version": 2,
+                "project_id": "p-1",
+                "workspace_id": "w-1",
+                "thread_id": "t-1",
+                "created_key": created_key(old),
+                "body": old.model_dump_json(exclude={"deleted_at", "ttl_minutes", "expires_at"}),
+                "turns": 2,
+            }
+        )
+        assert await store.threads.get("p-1", "w-1", "t-1") == old.model_copy(update={"turns": 2})
+        assert await store.threads.expired(T0 + HOUR, limit=10) == []
+        await store.threads.note_turn("p-1", "w-1", "t-1", 2, expires_at=T0)
+        noted = old.model_copy(update={"turns": 2, "expires_at": at_ms(T0)})
+        assert await store.threads.expired(T0 + HOUR, limit=10) == [noted]
+
+
 async def test_sqlite_of_the_previous_schema_lists_and_marks_its_threads(tmp_path: Path) -> None:
     """A dev database from before tombstones: its threads are listed, and take the mark."""
     path = tmp_path / "interlock.db"
@@ -523,6 +801,22 @@ CREATE TABLE workspace_threads (
 );
 """
 """The table as the release before turns created it."""
+
+THREAD_TURNS_BEFORE_RETENTION = """
+CREATE TABLE workspace_thread_turns (
+    project_id TEXT NOT NULL,
+    workspace_id TEXT NOT NULL,
+    thread_id TEXT NOT NULL,
+    turns INTEGER NOT NULL,
+    PRIMARY KEY (project_id, workspace_id, thread_id)
+);
+CREATE TRIGGER workspace_thread_deleted AFTER DELETE ON workspace_threads
+BEGIN
+    DELETE FROM workspace_thread_turns WHERE project_id = OLD.project_id
+        AND workspace_id = OLD.workspace_id AND thread_id = OLD.thread_id;
+END;
+"""
+"""The turns hints as the release before retention kept them."""
 
 
 # --- the previous release's records, keyed by (project, thread) ---------------------------------

@@ -1,7 +1,9 @@
 """In-memory adapter of shared/store/threads.py.
 
 The turns hints are a dict of their own beside the records, as the other adapters keep them
-apart: a record replaced by a metadata update carries no turns that could undo a note."""
+apart: a record replaced by a metadata update carries no turns that could undo a note. The ttl
+and expiry are the record's own fields here: every write below replaces the record from the one
+stored, in one step of the event loop, so none can undo another's."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import copy
 from datetime import datetime
 from typing import Any
 
-from shared.store.threads import ThreadRecord, check_page, check_turn, list_key
+from shared.store.threads import ThreadRecord, check_page, check_turn, expiry_time, list_key
 
 Key = tuple[str, str, str]
 
@@ -38,12 +40,58 @@ class InMemoryThreads:
         return {key[2]: self._read(key) for key in keys if key in self._threads}
 
     async def note_turn(
-        self, project_id: str, workspace_id: str, thread_id: str, turn: int
+        self,
+        project_id: str,
+        workspace_id: str,
+        thread_id: str,
+        turn: int,
+        *,
+        expires_at: datetime | None = None,
     ) -> None:
         check_turn(turn)
         key = (project_id, workspace_id, thread_id)
-        if key in self._threads:
-            self._turns[key] = max(self._turns.get(key, 0), turn)
+        stored = self._threads.get(key)
+        if stored is None:
+            return
+        if expires_at is not None:
+            if stored.deleted:  # as the other adapters' one write: neither hint nor expiry
+                return
+            later = expiry_time(expires_at)
+            if stored.expires_at is None or later > stored.expires_at:
+                self._threads[key] = stored.model_copy(update={"expires_at": later})
+        self._turns[key] = max(self._turns.get(key, 0), turn)
+
+    async def set_ttl(
+        self,
+        project_id: str,
+        workspace_id: str,
+        thread_id: str,
+        ttl_minutes: float | None,
+        expires_at: datetime | None,
+    ) -> ThreadRecord | None:
+        key = (project_id, workspace_id, thread_id)
+        stored = self._threads.get(key)
+        if stored is None:
+            return None
+        if not stored.deleted:  # a tombstone is never given a ttl
+            self._threads[key] = stored.model_copy(
+                update={
+                    "ttl_minutes": None if ttl_minutes is None else float(ttl_minutes),
+                    "expires_at": None if expires_at is None else expiry_time(expires_at),
+                }
+            )
+        return self._read(key)
+
+    async def expired(self, now: datetime, *, limit: int) -> list[ThreadRecord]:
+        check_page(limit, 0)
+        due = sorted(
+            (
+                (thread.expires_at, key)
+                for key, thread in self._threads.items()
+                if thread.expires_at is not None and thread.expires_at <= now and not thread.deleted
+            ),
+        )
+        return [self._read(key) for _, key in due[:limit]]
 
     async def set_metadata(
         self, project_id: str, workspace_id: str, thread_id: str, metadata: dict[str, Any]
@@ -66,7 +114,9 @@ class InMemoryThreads:
         if stored is None:
             return None
         if not stored.deleted:  # marked already: the first mark's time stays
-            self._threads[key] = stored.model_copy(update={"metadata": {}, "deleted_at": at})
+            self._threads[key] = stored.model_copy(
+                update={"metadata": {}, "deleted_at": at, "expires_at": None}
+            )
         return self._read(key)
 
     async def delete(self, project_id: str, workspace_id: str, thread_id: str) -> bool:

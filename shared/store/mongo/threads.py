@@ -14,6 +14,16 @@ every update, so there a note racing a metadata update may undo it (see ``note_t
 updates of one document by ``_id``, without upsert, so a thread that does not exist stays so.
 Documents written before the field existed read as 0.
 
+The retention fields are top-level too, beside ``body`` (whose JSON leaves them out, as it does
+``turns``): ``ttl_minutes``, and ``expires_at``, a BSON date (the record keeps it to the
+millisecond, as a date does: ``expiry_time``), absent when the thread has none. A turn's note
+moves it in its one update (``$max`` of both fields); ``set_ttl`` sets or unsets both;
+``mark_deleted`` unsets it; a metadata update names neither. ``expired`` is one query of the
+index ``expiring`` (``expires_at``): a range from the oldest date to now, in its order, which a
+document without the field (null, in the index) is never in. On FerretDB 1.x, which writes a
+whole document back per update, a note or ``set_ttl`` racing a mark may undo it; ``expired``
+leaves out tombstones on the server anyway.
+
 ``list`` and ``get_many`` filter on ``project_id`` and ``workspace_id``, the index's leading
 fields: FerretDB 1.x (as ``infra/`` patches it) reads the workspace's threads through the index
 and sorts them itself.
@@ -54,6 +64,7 @@ from shared.store.threads import (
     check_page,
     check_turn,
     created_key,
+    expiry_time,
     thread_key,
 )
 
@@ -74,7 +85,21 @@ def _document(thread: ThreadRecord) -> Document:
         "body": body_json(thread),
         "turns": thread.turns,
         "deleted": thread.deleted,
+        **_retention(thread.ttl_minutes, thread.expires_at)["$set"],
     }
+
+
+def _retention(ttl_minutes: float | None, expires_at: datetime | None) -> Document:
+    """The update giving a thread this ttl and expiry: a field without one is absent (so a
+    filter on the expiry never meets a null, and a ``$max`` of it always takes the note's)."""
+    fields = {
+        "ttl_minutes": None if ttl_minutes is None else float(ttl_minutes),
+        "expires_at": None if expires_at is None else expiry_time(expires_at),
+    }
+    update: Document = {"$set": {k: v for k, v in fields.items() if v is not None}}
+    if unset := {k: "" for k, v in fields.items() if v is None}:
+        update["$unset"] = unset
+    return update
 
 
 LIVE: Document = {"deleted": {"$in": [False, None]}}
@@ -82,9 +107,16 @@ LIVE: Document = {"deleted": {"$in": [False, None]}}
 
 
 def _thread(document: Document) -> ThreadRecord:
-    # The previous release's documents, and this one's from before turns, have no field.
+    # The previous release's documents, and this one's from before turns or retention, have no
+    # field. The client is tz_aware (store.py): the expiry reads back an aware UTC time.
     record = ThreadRecord.model_validate_json(document["body"])
-    return record.model_copy(update={"turns": document.get("turns", 0)})
+    return record.model_copy(
+        update={
+            "turns": document.get("turns", 0),
+            "ttl_minutes": document.get("ttl_minutes"),
+            "expires_at": document.get("expires_at"),
+        }
+    )
 
 
 class MongoThreads:
@@ -112,6 +144,7 @@ class MongoThreads:
             ],
             name="listed_live",
         )
+        await self._collection.create_index([("expires_at", 1)], name="expiring")
         await self.adopt_previous()
 
     async def adopt_previous(self) -> int:
@@ -168,7 +201,13 @@ class MongoThreads:
         return {t.thread_id: t for t in threads}
 
     async def note_turn(
-        self, project_id: str, workspace_id: str, thread_id: str, turn: int
+        self,
+        project_id: str,
+        workspace_id: str,
+        thread_id: str,
+        turn: int,
+        *,
+        expires_at: datetime | None = None,
     ) -> None:
         check_turn(turn)
         # FerretDB 1.x applies an update by reading the document and writing all of it back, not
@@ -178,13 +217,62 @@ class MongoThreads:
         # rounds), which MongoDB's per-document atomic updates never do. The filter keeps a note
         # of a turn already noted from writing at all, which leaves that race to the first note
         # of each turn; ``$not`` also matches a document from before the field existed.
+        key = thread_key(project_id, workspace_id, thread_id)
+        if expires_at is None:
+            await self._collection.update_one(
+                {"_id": key, "turns": {"$not": {"$gte": turn}}}, {"$max": {"turns": turn}}
+            )
+            return
+        # The expiry in the same update (one command on every turn's path): a ``$max`` as the
+        # turn's, so a late note never brings it forward, and a missing field takes the note's.
+        # A live thread's only: a tombstone is left as it is, hint and all (the hint may trail).
+        later = expiry_time(expires_at)
         await self._collection.update_one(
             {
-                "_id": thread_key(project_id, workspace_id, thread_id),
-                "turns": {"$not": {"$gte": turn}},
+                "_id": key,
+                **LIVE,
+                "$or": [
+                    {"turns": {"$not": {"$gte": turn}}},
+                    {"expires_at": {"$not": {"$gte": later}}},
+                ],
             },
-            {"$max": {"turns": turn}},
+            {"$max": {"turns": turn, "expires_at": later}},
         )
+
+    async def set_ttl(
+        self,
+        project_id: str,
+        workspace_id: str,
+        thread_id: str,
+        ttl_minutes: float | None,
+        expires_at: datetime | None,
+    ) -> ThreadRecord | None:
+        # One findAndModify of a live thread, writing the two fields only (not ``body``), so it
+        # undoes no metadata update nor note on MongoDB. A tombstone is not matched: it is read
+        # back unchanged, as is the absence of any thread.
+        key = thread_key(project_id, workspace_id, thread_id)
+        document = await self._collection.find_one_and_update(
+            {"_id": key, **LIVE},
+            _retention(ttl_minutes, expires_at),
+            return_document=ReturnDocument.AFTER,
+        )
+        if document is not None:
+            return _thread(document)
+        again = await self.get(project_id, workspace_id, thread_id)
+        return again if again is not None and again.deleted else None
+
+    async def expired(self, now: datetime, *, limit: int) -> list[ThreadRecord]:
+        check_page(limit, 0)
+        if limit == 0:  # to the server, a limit of 0 is no limit
+            return []
+        # A tombstone's expiry is unset when it is marked; LIVE also leaves out one a racing
+        # write gave back one (FerretDB's write-back, or a gateway of the previous release).
+        found = (
+            self._collection.find({"expires_at": {"$lte": now}, **LIVE})
+            .sort([("expires_at", 1)])
+            .limit(limit)
+        )
+        return [_thread(d) async for d in found]
 
     async def set_metadata(
         self, project_id: str, workspace_id: str, thread_id: str, metadata: dict[str, Any]
@@ -232,7 +320,10 @@ class MongoThreads:
             # racing marks may each write theirs). ``turns`` is not written: it is the field's.
             document = await self._collection.find_one_and_update(
                 {"_id": key, "created_key": stored["created_key"], **LIVE},
-                {"$set": {"body": body_json(tombstone), "deleted": True}},
+                {
+                    "$set": {"body": body_json(tombstone), "deleted": True},
+                    "$unset": {"expires_at": ""},  # a tombstone never expires again
+                },
                 return_document=ReturnDocument.AFTER,
             )
             if document is not None:

@@ -4,13 +4,25 @@ once, in ``workspace_threads``.
 Listing a workspace is a range of ``workspace_threads_listed``, read backwards: its columns are
 the filter's, then the order's.
 
-The turns hints are rows of ``workspace_thread_turns``, under the thread's key, joined on every
-read (each read stays one query). A table of their own rather than a column: ``CREATE TABLE IF
-NOT EXISTS`` adds no column to the table of an existing database, and a note never writes the
-thread's row, nor a metadata update the hint, so neither can lose the other's write. A note is one
-upsert that keeps the greater value and inserts nothing for a thread that does not exist; a
-trigger deletes the hint with its thread, in the same statement, so a thread created again under
-the id starts at 0.
+What moves as a thread is used, its turns hint and its retention (``ttl_minutes``, and
+``expires_key``: ``expires_at`` as text that sorts like the time), is a row of
+``workspace_thread_activity`` under the thread's key, joined on every read (each read stays one
+query). A table of their own rather than columns: ``CREATE TABLE IF NOT EXISTS`` adds no column
+to the table of an existing database, and a note never writes the thread's row, nor a metadata
+update the activity, so neither can lose the other's write. A note, with its expiry or without,
+is one upsert that keeps the greater values and inserts nothing for a thread that does not exist
+(nor, given an expiry, for a tombstone); so is ``set_ttl``. Triggers keep the row in step with
+its thread in the same statement: deleted with it, so a thread created again under the id starts
+at 0, and its expiry cleared when it is marked deleted. ``expired`` reads
+``workspace_threads_expiring``, an index of the expiries set, soonest first.
+
+A create is two statements when the record has turns or a ttl (the thread, then its activity):
+cut off between them, the hint trails, as hints may, and the thread has no expiry until its
+first turn notes one; it is then deleted later than its ttl, never earlier.
+
+The release before retention kept the hints in ``workspace_thread_turns`` (turns only). The
+schema script moves them into ``workspace_thread_activity`` at every start-up, as it moves the
+previous release's threads (below): an upsert keeping the greater hint, then a delete.
 
 A tombstone (``mark_deleted``) is the row with ``deleted_at`` set in its body (the emptied
 metadata beside it), so the table of an existing database needs no new column. ``list`` reads
@@ -36,7 +48,14 @@ import pydantic_core
 
 from shared.store.errors import StoreUnavailable
 from shared.store.sqlite.database import Database
-from shared.store.threads import ThreadRecord, body_json, check_page, check_turn, created_key
+from shared.store.threads import (
+    ThreadRecord,
+    body_json,
+    check_page,
+    check_turn,
+    created_key,
+    expiry_key,
+)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS workspace_threads (
@@ -77,6 +96,34 @@ BEGIN
     DELETE FROM workspace_thread_turns WHERE project_id = OLD.project_id
         AND workspace_id = OLD.workspace_id AND thread_id = OLD.thread_id;
 END;
+CREATE TABLE IF NOT EXISTS workspace_thread_activity (
+    project_id TEXT NOT NULL,
+    workspace_id TEXT NOT NULL,
+    thread_id TEXT NOT NULL,
+    turns INTEGER NOT NULL DEFAULT 0,
+    ttl_minutes REAL,
+    expires_key TEXT,
+    PRIMARY KEY (project_id, workspace_id, thread_id)
+);
+INSERT INTO workspace_thread_activity (project_id, workspace_id, thread_id, turns)
+    SELECT o.project_id, o.workspace_id, o.thread_id, o.turns FROM workspace_thread_turns AS o
+    JOIN workspace_threads USING (project_id, workspace_id, thread_id) WHERE true
+    ON CONFLICT (project_id, workspace_id, thread_id)
+    DO UPDATE SET turns = MAX(turns, excluded.turns);
+DELETE FROM workspace_thread_turns;
+CREATE INDEX IF NOT EXISTS workspace_threads_expiring
+    ON workspace_thread_activity (expires_key) WHERE expires_key IS NOT NULL;
+CREATE TRIGGER IF NOT EXISTS workspace_thread_activity_deleted AFTER DELETE ON workspace_threads
+BEGIN
+    DELETE FROM workspace_thread_activity WHERE project_id = OLD.project_id
+        AND workspace_id = OLD.workspace_id AND thread_id = OLD.thread_id;
+END;
+CREATE TRIGGER IF NOT EXISTS workspace_thread_marked AFTER UPDATE OF body ON workspace_threads
+    WHEN json_extract(NEW.body, '$.deleted_at') IS NOT NULL
+BEGIN
+    UPDATE workspace_thread_activity SET expires_key = NULL WHERE project_id = NEW.project_id
+        AND workspace_id = NEW.workspace_id AND thread_id = NEW.thread_id;
+END;
 """
 
 
@@ -85,15 +132,60 @@ def _live(body: str = "body") -> str:
     return f"json_extract({body}, '$.deleted_at') IS NULL"
 
 
+ACTIVITY = "COALESCE(n.turns, 0) AS turns, n.ttl_minutes, n.expires_key"
+"""A thread's activity columns as ``_thread`` reads them (turns 0 before the first note)."""
+
 SELECTED = (
-    "SELECT t.body, COALESCE(n.turns, 0) AS turns FROM workspace_threads AS t"
-    " LEFT JOIN workspace_thread_turns AS n USING (project_id, workspace_id, thread_id)"
+    f"SELECT t.body, {ACTIVITY} FROM workspace_threads AS t"
+    " LEFT JOIN workspace_thread_activity AS n USING (project_id, workspace_id, thread_id)"
 )
-"""A thread with its turns hint (0 before the first note)."""
+"""A thread with its activity."""
+
+ACTIVITY_OF_UPDATED = ", ".join(
+    f"(SELECT {column} FROM workspace_thread_activity AS n"
+    " WHERE n.project_id = workspace_threads.project_id"
+    " AND n.workspace_id = workspace_threads.workspace_id"
+    f" AND n.thread_id = workspace_threads.thread_id) AS {name}"
+    for column, name in (
+        ("COALESCE(MAX(n.turns), 0)", "turns"),  # MAX: a row even when there is none
+        ("n.ttl_minutes", "ttl_minutes"),
+        ("n.expires_key", "expires_key"),
+    )
+)
+"""``ACTIVITY`` for the RETURNING clause of an update of ``workspace_threads``."""
+
+NOTED = (
+    "INSERT INTO workspace_thread_activity"
+    " (project_id, workspace_id, thread_id, turns, expires_key, ttl_minutes)"
+    " SELECT project_id, workspace_id, thread_id, ?, ?, ? FROM workspace_threads"
+    " WHERE project_id = ? AND workspace_id = ? AND thread_id = ?"
+)
+"""An activity row whose source is the thread's, so a thread that does not exist gets none. (The
+WHERE also tells SQLite's parser that ON CONFLICT is the upsert's, not a join's.)"""
+
+KEEP_THE_GREATER = (
+    " ON CONFLICT (project_id, workspace_id, thread_id) DO UPDATE"
+    " SET turns = MAX(turns, excluded.turns),"
+    # '' sorts before every key, so a row without an expiry takes the note's; a note without one
+    # (MAX of a NULL is NULL) keeps the row's.
+    " expires_key = COALESCE(MAX(COALESCE(expires_key, ''), excluded.expires_key), expires_key)"
+)
+"""A note keeps the greater turn and the later expiry."""
+
+
+def _key(at: datetime | None) -> str | None:
+    return expiry_key(at) if at is not None else None
 
 
 def _thread(row: sqlite3.Row) -> ThreadRecord:
-    return ThreadRecord.model_validate_json(row["body"]).model_copy(update={"turns": row["turns"]})
+    key = row["expires_key"]
+    return ThreadRecord.model_validate_json(row["body"]).model_copy(
+        update={
+            "turns": row["turns"],
+            "ttl_minutes": row["ttl_minutes"],
+            "expires_at": datetime.fromisoformat(key) if key is not None else None,
+        }
+    )
 
 
 class SqliteThreads:
@@ -118,10 +210,20 @@ class SqliteThreads:
                 ),
             )
             if inserted:
-                if thread.turns:
-                    # A second statement: cut off before it, the hint trails, as hints may.
-                    await self.note_turn(
-                        thread.project_id, thread.workspace_id, thread.thread_id, thread.turns
+                if thread.turns or thread.ttl_minutes is not None or thread.expires_at is not None:
+                    # A second statement: cut off before it, the hint trails, as hints may, and
+                    # the thread has no expiry until a turn notes one (module docstring). A note
+                    # landed since the insert keeps its greater values; the ttl is the record's.
+                    await self._db.execute(
+                        f"{NOTED}{KEEP_THE_GREATER}, ttl_minutes = excluded.ttl_minutes",
+                        (
+                            thread.turns,
+                            _key(thread.expires_at),
+                            thread.ttl_minutes,
+                            thread.project_id,
+                            thread.workspace_id,
+                            thread.thread_id,
+                        ),
                     )
                 return thread, True
             stored = await self.get(thread.project_id, thread.workspace_id, thread.thread_id)
@@ -149,19 +251,51 @@ class SqliteThreads:
         return {t.thread_id: t for t in found}
 
     async def note_turn(
-        self, project_id: str, workspace_id: str, thread_id: str, turn: int
+        self,
+        project_id: str,
+        workspace_id: str,
+        thread_id: str,
+        turn: int,
+        *,
+        expires_at: datetime | None = None,
     ) -> None:
         check_turn(turn)
-        # The thread's row is the source of the inserted one: no thread, nothing noted. (The
-        # WHERE also tells SQLite's parser that ON CONFLICT is the upsert's, not a join's.)
+        # One upsert, the expiry in it when given (and then a tombstone is no source row: left
+        # as it is, as on MongoDB). Its ttl is not the note's: a new row has none, a row kept.
+        live = f" AND {_live()}" if expires_at is not None else ""
         await self._db.execute(
-            "INSERT INTO workspace_thread_turns (project_id, workspace_id, thread_id, turns)"
-            " SELECT project_id, workspace_id, thread_id, ? FROM workspace_threads"
-            " WHERE project_id = ? AND workspace_id = ? AND thread_id = ?"
-            " ON CONFLICT (project_id, workspace_id, thread_id)"
-            " DO UPDATE SET turns = MAX(turns, excluded.turns)",
-            (turn, project_id, workspace_id, thread_id),
+            f"{NOTED}{live}{KEEP_THE_GREATER}",
+            (turn, _key(expires_at), None, project_id, workspace_id, thread_id),
         )
+
+    async def set_ttl(
+        self,
+        project_id: str,
+        workspace_id: str,
+        thread_id: str,
+        ttl_minutes: float | None,
+        expires_at: datetime | None,
+    ) -> ThreadRecord | None:
+        # One upsert of a live thread's activity (a tombstone is no source row: unchanged); then
+        # the thread as it is (None: no such thread, or deleted meanwhile).
+        await self._db.execute(
+            f"{NOTED} AND {_live()} ON CONFLICT (project_id, workspace_id, thread_id)"
+            " DO UPDATE SET ttl_minutes = excluded.ttl_minutes, expires_key = excluded.expires_key",
+            (0, _key(expires_at), ttl_minutes, project_id, workspace_id, thread_id),
+        )
+        return await self.get(project_id, workspace_id, thread_id)
+
+    async def expired(self, now: datetime, *, limit: int) -> list[ThreadRecord]:
+        check_page(limit, 0)
+        # Walks workspace_threads_expiring from the soonest; the thread's row is joined by key.
+        rows = await self._db.fetch_all(
+            f"SELECT t.body, {ACTIVITY} FROM workspace_thread_activity AS n"
+            " JOIN workspace_threads AS t USING (project_id, workspace_id, thread_id)"
+            f" WHERE n.expires_key IS NOT NULL AND n.expires_key <= ? AND {_live('t.body')}"
+            " ORDER BY n.expires_key LIMIT ?",
+            (expiry_key(now), limit),
+        )
+        return [_thread(row) for row in rows]
 
     async def set_metadata(
         self, project_id: str, workspace_id: str, thread_id: str, metadata: dict[str, Any]
@@ -172,10 +306,7 @@ class SqliteThreads:
         row = await self._db.fetch_one(
             "UPDATE workspace_threads SET body = json_set(body, '$.metadata', json(?))"
             f" WHERE project_id = ? AND workspace_id = ? AND thread_id = ? AND {_live()}"
-            " RETURNING body, COALESCE((SELECT n.turns FROM workspace_thread_turns AS n"
-            " WHERE n.project_id = workspace_threads.project_id"
-            " AND n.workspace_id = workspace_threads.workspace_id"
-            " AND n.thread_id = workspace_threads.thread_id), 0) AS turns",
+            f" RETURNING body, {ACTIVITY_OF_UPDATED}",
             (pydantic_core.to_json(metadata).decode(), project_id, workspace_id, thread_id),
         )
         if row is not None:
@@ -186,8 +317,9 @@ class SqliteThreads:
     async def mark_deleted(
         self, project_id: str, workspace_id: str, thread_id: str, at: datetime
     ) -> ThreadRecord | None:
-        # One statement marks a live thread only, so the first mark's time stays; then the
-        # thread as it is, marked now or before (None: no such thread, or deleted meanwhile).
+        # One statement marks a live thread only, so the first mark's time stays (its trigger
+        # clears the expiry in it); then the thread as it is, marked now or before (None: no
+        # such thread, or deleted meanwhile).
         await self._db.execute(
             "UPDATE workspace_threads"
             " SET body = json_set(body, '$.metadata', json('{}'), '$.deleted_at', json(?))"
@@ -197,7 +329,7 @@ class SqliteThreads:
         return await self.get(project_id, workspace_id, thread_id)
 
     async def delete(self, project_id: str, workspace_id: str, thread_id: str) -> bool:
-        # The trigger takes the turns hint in the same statement.
+        # The trigger takes the activity in the same statement.
         deleted = await self._db.execute(
             "DELETE FROM workspace_threads"
             " WHERE project_id = ? AND workspace_id = ? AND thread_id = ?",
