@@ -30,7 +30,11 @@ from interlock.profile import RunningProfile, dev_instance
 from services.gateway.app import GatewaySettings, create_app
 from services.notifier.app import NotifierSettings
 from services.notifier.app import register as register_notifier
-from services.orchestrator.app import OrchestratorSettings, abandoned_requests
+from services.orchestrator.app import (
+    OrchestratorSettings,
+    abandoned_requests,
+    thread_retention,
+)
 from services.orchestrator.app import register as register_orchestrator
 from services.orchestrator.gauges import ExecutionGauges
 from services.orchestrator.thread_erasure import saver_eraser
@@ -158,13 +162,15 @@ async def serve(settings: DevSettings) -> None:
     size_thread_pool(settings)
     async with wiring_of(settings) as wiring:
         await wiring.store.ensure_indexes()
+        erase_checkpoints = saver_eraser(wiring.checkpointer)
         orchestrator, sweeper = register_orchestrator(
             wiring.bus,
             settings,
             wiring.store,
             wiring.publisher,
-            erase_checkpoints=saver_eraser(wiring.checkpointer),
+            erase_checkpoints=erase_checkpoints,
         )
+        retention = thread_retention(settings, wiring.store, erase_checkpoints)
         abandoned = abandoned_requests(orchestrator, settings, wiring.store)
         _, graphs = register_sandbox(
             wiring.bus, settings, wiring.store, wiring.publisher, wiring.checkpointer
@@ -209,6 +215,7 @@ async def serve(settings: DevSettings) -> None:
         loops = [
             asyncio.create_task(sweeper.run_forever(settings.deadline_poll_seconds)),
             asyncio.create_task(abandoned.run_forever(settings.deadline_poll_seconds)),
+            asyncio.create_task(retention.run_forever(settings.thread_retention_poll_seconds)),
             asyncio.create_task(gauges.run_forever(settings.metrics_poll_seconds)),
         ]
         lag = wiring.bus.lag_monitor()  # on Kafka: the groups' lag is measured

@@ -24,6 +24,7 @@ from services.gateway.cursors import PageCursors
 from services.gateway.feed import ExecutionFeed
 from services.gateway.http_metrics import HttpMetricsMiddleware
 from services.gateway.intake import Intake
+from services.gateway.langgraph.requests import MAX_TTL_MINUTES
 from services.gateway.langgraph.routes import build_langgraph_router
 from services.gateway.langgraph.service import LangGraphService
 from services.gateway.limits import install_limits
@@ -58,6 +59,10 @@ class GatewaySettings(CommonSettings):
     max_body_bytes: int = Field(default=1 << 20, ge=1024)
     max_json_depth: int = Field(default=32, ge=1, le=256)
     """Python's json.loads stops near 1000 levels; keep well below that."""
+    thread_ttl_minutes: float | None = Field(default=None, gt=0, le=MAX_TTL_MINUTES)
+    """The time to live of a thread (or session) created without a ``ttl`` of its own, in
+    minutes from its creation and from each new turn (LangGraph's ``default_ttl``); past it the
+    orchestrators delete it. None: threads are kept until deleted."""
     max_json_string: int = Field(default=100_000, ge=1)
     rate_limit_per_second: float = Field(default=20.0, gt=0)
     """Per valid API key (per client address without one or with a bad one), per gateway
@@ -301,7 +306,7 @@ def install_routes(
     )
     cursors = PageCursors(settings.keyring)
     # Sessions of the native API and LangGraph threads are one thing: one reader of their turns.
-    conversations = Conversations(intake, store)
+    conversations = Conversations(intake, store, default_ttl_minutes=settings.thread_ttl_minutes)
     app.include_router(build_router(intake, registry, keys, cursors, conversations, store))
     # One cap per key, one key re-check and one lifetime for every request held open: the
     # execution streams and the LangGraph API's waits, joins and streams alike.

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from datetime import datetime, timedelta
 from typing import Literal
 
 import structlog
@@ -31,11 +32,16 @@ from shared.domain.threads import (
     turn_number,
 )
 from shared.errors import InterlockError
-from shared.events import AgentInput, BusyThreadPolicy, ThreadTurn
+from shared.events import AgentInput, BusyThreadPolicy, ThreadTurn, utc_now
 from shared.store.ports import Store
 from shared.store.threads import ThreadRecord
 
 log = structlog.get_logger(__name__)
+
+
+def expiry(ttl_minutes: float | None, now: datetime) -> datetime | None:
+    """When a thread with this time to live expires, counted from ``now``."""
+    return None if ttl_minutes is None else now + timedelta(minutes=ttl_minutes)
 
 
 RACES = 5
@@ -64,9 +70,34 @@ class WrongAgent(InterlockError):
 
 
 class Conversations:
-    def __init__(self, intake: Intake, store: Store) -> None:
+    def __init__(
+        self, intake: Intake, store: Store, *, default_ttl_minutes: float | None = None
+    ) -> None:
         self._intake = intake
         self._store = store
+        self._default_ttl = default_ttl_minutes
+
+    def new_thread(
+        self,
+        project_id: str,
+        workspace_id: str,
+        thread_id: str,
+        metadata: dict[str, object] | None = None,
+        ttl_minutes: float | None = None,
+    ) -> ThreadRecord:
+        """A thread to create: with its own ttl, else the deployment's default
+        (``INTERLOCK_THREAD_TTL_MINUTES``), else kept until deleted."""
+        ttl = ttl_minutes if ttl_minutes is not None else self._default_ttl
+        now = utc_now()
+        return ThreadRecord(
+            project_id=project_id,
+            workspace_id=workspace_id,
+            thread_id=thread_id,
+            created_at=now,
+            metadata=dict(metadata or {}),
+            ttl_minutes=ttl,
+            expires_at=expiry(ttl, now),
+        )
 
     async def turn(self, record: ThreadRecord, number: int) -> Execution | None:
         execution_id = turn_execution_id(
@@ -205,8 +236,13 @@ class Conversations:
         except IdempotencyKeyReused:
             raise TurnTaken(plan.turn) from None
         try:
+            # A new turn restarts the thread's time to live, in the same write as its note.
             await self._store.threads.note_turn(
-                record.project_id, record.workspace_id, record.thread_id, plan.turn
+                record.project_id,
+                record.workspace_id,
+                record.thread_id,
+                plan.turn,
+                expires_at=expiry(record.ttl_minutes, utc_now()),
             )
         except Exception:
             # Only a hint (readers probe past it): the turn is stored and on its way, and a 503

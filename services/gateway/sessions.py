@@ -21,7 +21,6 @@ from shared.domain.threads import ThreadBusy, turn_number
 from shared.events import Identifier
 from shared.store.api_keys import ApiKey, ApiKeys
 from shared.store.ports import Store
-from shared.store.threads import ThreadRecord
 
 SESSION_HEADER = "X-Session-ID"
 MAX_LISTED_TURNS = 100
@@ -65,7 +64,7 @@ async def invoke_turn(
     record = await store.threads.get(project_id, workspace_id, session_id)
     if record is None:
         record, _ = await store.threads.create(
-            ThreadRecord(project_id=project_id, workspace_id=workspace_id, thread_id=session_id)
+            conversations.new_thread(project_id, workspace_id, session_id)
         )
     if record.deleted:
         raise Problem(

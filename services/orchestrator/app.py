@@ -17,6 +17,7 @@ from services.orchestrator.gauges import ExecutionGauges
 from services.orchestrator.handlers import Orchestrator
 from services.orchestrator.known import KnownExecutions
 from services.orchestrator.thread_erasure import CheckpointEraser, ThreadEraser
+from services.orchestrator.thread_retention import ThreadRetention
 from shared.agents import load_registry
 from shared.bus import ConsumerHost, E, EventPublisher, current_delivery, route
 from shared.consumer_app import consumer_app
@@ -68,6 +69,10 @@ class OrchestratorSettings(CommonSettings):
     readable through the executions API (each execution with its input, result and every
     transition, decision claims, approvals, the notification history); with false nothing of
     them stays. Checkpoints, durable steps, attempts and progress go either way."""
+    thread_retention_poll_seconds: float = Field(default=60.0, gt=0, le=86_400)
+    """How often each replica deletes the threads past their time to live (a thread's ``ttl``,
+    or the gateway's ``INTERLOCK_THREAD_TTL_MINUTES``); one busy then is tried again a poll
+    later."""
     clock_file: Path | None = None
     """Tests only: a file holding an ISO 8601 time that replaces the wall clock for deadlines
     (the wall clock while it is missing). Refused in production."""
@@ -152,11 +157,7 @@ def register(
         await orchestrator.on_cancel(event, sender())
 
     on(topics.cancellations, CancelRequested, on_cancel)
-    eraser = ThreadEraser(
-        store=store,
-        checkpoints=erase_checkpoints,
-        keep_audit=settings.thread_delete_keeps_audit,
-    )
+    eraser = thread_eraser(settings, store, erase_checkpoints)
 
     async def on_thread_deleted(event: ThreadDeleteRequested) -> None:
         await eraser.on_delete_requested(event, sender())
@@ -165,6 +166,28 @@ def register(
     on(topics.suspended, ExecutionSuspended, orchestrator.on_suspended)
     on(topics.reported, ExecutionReported, orchestrator.on_reported)
     return orchestrator, sweeper
+
+
+def thread_eraser(
+    settings: OrchestratorSettings, store: Store, erase_checkpoints: CheckpointEraser
+) -> ThreadEraser:
+    return ThreadEraser(
+        store=store,
+        checkpoints=erase_checkpoints,
+        keep_audit=settings.thread_delete_keeps_audit,
+    )
+
+
+def thread_retention(
+    settings: OrchestratorSettings, store: Store, erase_checkpoints: CheckpointEraser
+) -> ThreadRetention:
+    """The sweep that deletes expired threads (services/orchestrator/thread_retention.py)."""
+    return ThreadRetention(
+        store=store,
+        eraser=thread_eraser(settings, store, erase_checkpoints),
+        clock=clock_of(settings),
+        retry_after=timedelta(seconds=settings.thread_retention_poll_seconds),
+    )
 
 
 def abandoned_requests(
@@ -184,13 +207,11 @@ def create_app(settings: OrchestratorSettings | None = None) -> FastStream:
     configure_tracing(SERVICE)
     bus = KafkaBus(settings, SERVICE)
     store = mongo_store(settings)
+    erase_checkpoints = functools.partial(erase_mongo_checkpoints, store.database)
     orchestrator, sweeper = register(
-        bus,
-        settings,
-        store,
-        bus.publisher,
-        erase_checkpoints=functools.partial(erase_mongo_checkpoints, store.database),
+        bus, settings, store, bus.publisher, erase_checkpoints=erase_checkpoints
     )
+    retention = thread_retention(settings, store, erase_checkpoints)
     abandoned = abandoned_requests(orchestrator, settings, store)
     gauges = ExecutionGauges(store.executions)
     return consumer_app(
@@ -201,6 +222,7 @@ def create_app(settings: OrchestratorSettings | None = None) -> FastStream:
         loops=(
             lambda: sweeper.run_forever(settings.deadline_poll_seconds),
             lambda: abandoned.run_forever(settings.deadline_poll_seconds),
+            lambda: retention.run_forever(settings.thread_retention_poll_seconds),
             lambda: gauges.run_forever(settings.metrics_poll_seconds),
         ),
     )

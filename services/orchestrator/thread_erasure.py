@@ -57,32 +57,46 @@ class ThreadEraser:
                 "not applied: a thread is erased only on a gateway's signed request, and this"
                 f" one is {sender!r}"
             )
-        ended, running = await self._ended_turns(event)
+        await self.erase(event.project_id, event.workspace_id, event.thread_id, event.execution_ids)
+
+    async def unended(
+        self, project_id: str, workspace_id: str, thread_id: str, listed: Sequence[str]
+    ) -> list[str]:
+        """The ids of the thread's turns (those listed and any after them) not ended."""
+        _, running = await self._turns(project_id, workspace_id, thread_id, listed)
+        return running
+
+    async def erase(
+        self, project_id: str, workspace_id: str, thread_id: str, listed: Sequence[str]
+    ) -> int:
+        """Erase the thread's ended turns, those ``listed`` and any after them; how many."""
+        ended, running = await self._turns(project_id, workspace_id, thread_id, listed)
         if running:
-            log.warning(
-                "thread.erase_skipped_unended", thread_id=event.thread_id, execution_ids=running
-            )
+            log.warning("thread.erase_skipped_unended", thread_id=thread_id, execution_ids=running)
         await self._checkpoints(ended)
         removed = await self._store.erasure.erase(ended, keep_audit=self._keep_audit)
         log.info(
             "thread.erased",
-            thread_id=event.thread_id,
+            thread_id=thread_id,
             turns=len(ended),
             records=removed,
             kept_audit=self._keep_audit,
         )
+        return len(ended)
 
-    async def _ended_turns(self, event: ThreadDeleteRequested) -> tuple[list[str], list[str]]:
+    async def _turns(
+        self, project_id: str, workspace_id: str, thread_id: str, listed: Sequence[str]
+    ) -> tuple[list[str], list[str]]:
         """The listed turns and those after them that ended (or are gone: erased by an earlier
         delivery of this request), and the ids of those that have not ended."""
-        listed = list(dict.fromkeys(event.execution_ids))
+        listed = list(dict.fromkeys(listed))
         ended: list[str] = []
         running: list[str] = []
         for execution_id in listed:
-            execution = await self._store.executions.get(event.project_id, execution_id)
+            execution = await self._store.executions.get(project_id, execution_id)
             if execution is None:
                 ended.append(execution_id)  # erased by an earlier delivery: erasing is a no-op
-            elif execution.workspace_id != event.workspace_id:
+            elif execution.workspace_id != workspace_id:
                 # Turn ids derive from the workspace, so the gateway never lists another's.
                 log.warning("thread.erase_foreign_turn", execution_id=execution_id)
             elif execution.status.is_terminal:
@@ -91,10 +105,8 @@ class ThreadEraser:
                 running.append(execution_id)
         # Turns are numbered from 1 and the gateway lists them all: read on past the last.
         for number in range(len(listed) + 1, len(listed) + 1 + MAX_TURN_PROBES):
-            execution_id = turn_execution_id(
-                event.project_id, event.workspace_id, event.thread_id, number
-            )
-            execution = await self._store.executions.get(event.project_id, execution_id)
+            execution_id = turn_execution_id(project_id, workspace_id, thread_id, number)
+            execution = await self._store.executions.get(project_id, execution_id)
             if execution is None:
                 break
             (ended if execution.status.is_terminal else running).append(execution_id)

@@ -7,6 +7,7 @@ is not waiting for a review has finished when its request is answered."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -15,6 +16,8 @@ from langchain_core.runnables import RunnableConfig
 
 from services.gateway import app as gateway_app
 from services.gateway.app import GatewaySettings, create_app
+from services.orchestrator.thread_erasure import ThreadEraser, saver_eraser
+from services.orchestrator.thread_retention import ThreadRetention
 from shared.domain.execution import ExecutionStatus
 from shared.domain.threads import turn_execution_id
 from shared.store.api_keys import Role, create_key
@@ -425,3 +428,50 @@ async def test_a_queued_turn_cancelled_while_it_waits_is_skipped_by_the_turns_af
     statuses = {r["run_id"]: r["status"] for r in runs}
     assert statuses[second["run_id"]] == "interrupted" and statuses[third["run_id"]] == "success"
     assert len(runs) == 5  # turn 1's two runs, the two cancelled turns, turn 4
+
+
+async def test_a_thread_with_a_ttl_expires_from_its_last_turn(
+    http: httpx.AsyncClient, world: World
+) -> None:
+    created = await http.post("/threads", json={"ttl": {"strategy": "delete", "ttl": 30}})
+    assert created.status_code == 200, created.text
+    thread_id = created.json()["thread_id"]
+    record = await world.store.threads.get("p1", "w1", thread_id)
+    assert record is not None and record.ttl_minutes == 30 and record.expires_at is not None
+    # Counted from the creation (stored to the millisecond, all a BSON date holds).
+    assert timedelta(0) <= record.created_at + timedelta(minutes=30) - record.expires_at
+    assert record.created_at + timedelta(minutes=30) - record.expires_at < timedelta(milliseconds=1)
+    assert (await wait(http, thread_id, input=said("hello"))).status_code == 200
+    after_turn = await world.store.threads.get("p1", "w1", thread_id)
+    assert after_turn is not None and after_turn.expires_at is not None
+    assert after_turn.expires_at > record.expires_at  # the turn restarted the clock
+
+    eraser = ThreadEraser(store=world.store, checkpoints=saver_eraser(world.saver), keep_audit=True)
+    later = after_turn.expires_at + timedelta(seconds=1)
+    sweep = ThreadRetention(
+        store=world.store, eraser=eraser, clock=lambda: later, retry_after=timedelta(minutes=1)
+    )
+    assert await sweep.sweep() == 1
+    assert (await http.get(f"/threads/{thread_id}")).status_code == 404
+    turn = turn_execution_id("p1", "w1", thread_id, 1)
+    assert await world.saver.aget_tuple(checkpoint_of(turn)) is None
+
+
+async def test_a_ttl_is_set_by_an_update_and_refused_when_it_cannot_be_kept(
+    http: httpx.AsyncClient, world: World
+) -> None:
+    thread_id = await new_thread(http)
+    record = await world.store.threads.get("p1", "w1", thread_id)
+    assert record is not None and record.expires_at is None  # no ttl: kept until deleted
+    updated = await http.patch(f"/threads/{thread_id}", json={"metadata": {}, "ttl": 90})
+    assert updated.status_code == 200, updated.text
+    record = await world.store.threads.get("p1", "w1", thread_id)
+    assert record is not None and record.ttl_minutes == 90 and record.metadata == {"case": "chat"}
+
+    pruning = await http.post("/threads", json={"ttl": {"strategy": "keep_latest", "ttl": 5}})
+    assert pruning.status_code == 400, pruning.text
+    assert "keep_latest" in pruning.json()["detail"]
+    for nonsense in (0, -5, {"ttl": 0}, {"strategy": "delete"}, "soon"):
+        refused = await http.post("/threads", json={"ttl": nonsense})
+        assert refused.status_code == 400, (nonsense, refused.text)
+        assert refused.json()["type"].endswith("/invalid-request")

@@ -4,7 +4,7 @@ a 400 problem that names what to send instead."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -104,6 +104,34 @@ def refuse_unsupported(body: RunRequest) -> None:
             f"{', '.join(named)}: not supported by Interlock's LangGraph API (a run is durable"
             " and runs its agent as registered; see docs/langgraph-api.md)"
         )
+
+
+MAX_TTL_MINUTES = 100 * 365 * 24 * 60.0
+"""A century: a longer time to live is a typo, not a retention policy."""
+
+TtlMinutes = Annotated[float, Field(gt=0, le=MAX_TTL_MINUTES)]
+
+
+class ThreadTtl(BaseModel):
+    """LangGraph's thread ``ttl``: ``{"strategy": "delete", "ttl": minutes}`` (the clients send a
+    bare number of minutes as that)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    strategy: str = "delete"
+    ttl: TtlMinutes
+
+
+def ttl_minutes(asked: ThreadTtl | float | None) -> float | None:
+    """The thread's time to live in minutes, or None; refuses a strategy Interlock lacks."""
+    if asked is None or isinstance(asked, (int, float)):
+        return asked
+    if asked.strategy != "delete":
+        raise unsupported(
+            f"ttl strategy {asked.strategy!r}: an expired thread is deleted whole (strategy"
+            " 'delete'); its checkpoints are not pruned before that"
+        )
+    return asked.ttl
 
 
 def unsupported(detail: str) -> Problem:

@@ -26,7 +26,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from services.gateway.auth import ANY_ROLE, WRITERS, access, require_role
 from services.gateway.bodies import api_router, json_object
 from services.gateway.feed import Watch
-from services.gateway.langgraph.requests import RunRequest, run_request, unsupported
+from services.gateway.langgraph.requests import (
+    RunRequest,
+    ThreadTtl,
+    TtlMinutes,
+    run_request,
+    ttl_minutes,
+    unsupported,
+)
 from services.gateway.langgraph.service import (
     WAIT_SECONDS,
     LangGraphService,
@@ -66,7 +73,7 @@ class ThreadCreate(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     if_exists: Literal["raise", "do_nothing"] | None = None
     supersteps: Any = None
-    ttl: Any = None
+    ttl: ThreadTtl | TtlMinutes | None = None
     graph_id: str | None = None
 
 
@@ -89,7 +96,7 @@ class ThreadUpdate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     metadata: dict[str, Any] = Field(default_factory=dict)
-    ttl: Any = None
+    ttl: ThreadTtl | TtlMinutes | None = None
 
 
 class StateUpdate(BaseModel):
@@ -208,12 +215,12 @@ def build_langgraph_router(
         """A new thread (its run starts with ``runs.create`` and an input)."""
         require_role(key, "creating a thread", WRITERS)
         asked = json_object(raw, ThreadCreate, required=False)
-        if asked.supersteps is not None or asked.ttl is not None:
-            raise unsupported("supersteps and ttl: a thread starts empty and is kept")
+        if asked.supersteps is not None:
+            raise unsupported("supersteps: a thread starts empty")
         metadata = {**asked.metadata, **({"graph_id": asked.graph_id} if asked.graph_id else {})}
         scope = scope_of(project_id, workspace_id)
         record, created = await service.create_thread(
-            scope, asked.thread_id, metadata, asked.if_exists
+            scope, asked.thread_id, metadata, asked.if_exists, ttl_minutes(asked.ttl)
         )
         # A thread just created has run nothing yet: no read of its turns.
         if created:
@@ -278,10 +285,8 @@ def build_langgraph_router(
         """Merge ``metadata`` into the thread's (``threads.update``)."""
         require_role(key, "updating a thread", WRITERS)
         asked = json_object(raw, ThreadUpdate, required=True)
-        if asked.ttl is not None:
-            raise unsupported("ttl: a thread is kept (no thread retention setting yet)")
         view = await service.update_thread(
-            scope_of(project_id, workspace_id), thread_id, asked.metadata
+            scope_of(project_id, workspace_id), thread_id, asked.metadata, ttl_minutes(asked.ttl)
         )
         return view.body()
 

@@ -22,7 +22,13 @@ from typing import Literal
 import structlog
 
 from services.gateway.auth import OWNERS, WRITERS, require_role
-from services.gateway.conversations import RACES, Conversations, TurnTaken, WrongAgent
+from services.gateway.conversations import (
+    RACES,
+    Conversations,
+    TurnTaken,
+    WrongAgent,
+    expiry,
+)
 from services.gateway.errors import ExecutionNotFound
 from services.gateway.feed import ExecutionFeed, Watch
 from services.gateway.intake import Intake
@@ -116,12 +122,14 @@ class LangGraphService:
         thread_id: str | None,
         metadata: dict[str, object],
         if_exists: str | None,
+        ttl_minutes: float | None = None,
     ) -> tuple[ThreadRecord, bool]:
-        record = ThreadRecord(
-            project_id=scope.project_id,
-            workspace_id=scope.workspace_id,
-            thread_id=thread_id or str(uuid.uuid4()),
-            metadata=dict(metadata),
+        record = self.conversations.new_thread(
+            scope.project_id,
+            scope.workspace_id,
+            thread_id or str(uuid.uuid4()),
+            metadata,
+            ttl_minutes,
         )
         # Unique per workspace: another workspace's thread of this id is not this one.
         stored, created = await self._store.threads.create(record)
@@ -217,17 +225,28 @@ class LangGraphService:
         return await self.conversations.base(execution)
 
     async def update_thread(
-        self, scope: Scope, thread_id: str, metadata: dict[str, object]
+        self,
+        scope: Scope,
+        thread_id: str,
+        metadata: dict[str, object],
+        ttl_minutes: float | None = None,
     ) -> ThreadView:
-        """Merge ``metadata`` into the thread's (LangGraph's ``threads.update``)."""
+        """Merge ``metadata`` into the thread's (LangGraph's ``threads.update``); with
+        ``ttl_minutes``, the thread expires that long from now (and from each new turn)."""
         record = await self.thread(scope, thread_id)
         updated = await self._store.threads.set_metadata(
             scope.project_id, scope.workspace_id, thread_id, {**record.metadata, **metadata}
         )
-        if updated is None:
-            raise Problem(
-                404, "thread-not-found", "Thread not found", f"no thread {thread_id} here"
+        if updated is not None and ttl_minutes is not None:
+            updated = await self._store.threads.set_ttl(
+                scope.project_id,
+                scope.workspace_id,
+                thread_id,
+                ttl_minutes,
+                expiry(ttl_minutes, utc_now()),
             )
+        if updated is None or updated.deleted:
+            raise thread_not_found(thread_id)
         return await self.view(updated, await self.conversations.latest(updated))
 
     async def history(self, scope: Scope, thread_id: str, limit: int) -> list[ThreadView]:
@@ -556,7 +575,9 @@ class LangGraphService:
         """A new thread holding this one's state (``threads.copy``): its first turn starts from
         this one's latest and runs nothing."""
         record, latest = await self.latest_of(scope, thread_id)
-        copy, _ = await self.create_thread(scope, None, dict(record.metadata), None)
+        copy, _ = await self.create_thread(
+            scope, None, dict(record.metadata), None, record.ttl_minutes
+        )
         if latest is None:
             return ThreadView(copy, None)
         source = await self.conversations.answerable(latest)

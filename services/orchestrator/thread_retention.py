@@ -1,0 +1,71 @@
+"""Threads deleted when their time to live runs out (LangGraph's thread ``ttl``; docs/
+langgraph-api.md, "Thread retention").
+
+A thread with a ttl carries ``expires_at``, which its every new turn moves to now + ttl. Every
+orchestrator replica sweeps the threads past it, soonest first, and deletes each as the API's
+``threads.delete`` does: a tombstone first, so it is gone for every reader and starts nothing
+more, then its turns erased (services/orchestrator/thread_erasure.py). A thread whose turn has
+not ended (running, queued, waiting for a review) is not pulled from under it: its expiry moves
+one ``retry_after`` on (never earlier than a new turn set it), and a later sweep deletes it once
+its turns ended. Replicas sweeping the
+same thread at once both erase it, harmlessly (erasing is idempotent).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+import structlog
+
+from services.orchestrator.thread_erasure import ThreadEraser
+from shared.background import every
+from shared.domain.threads import turn_execution_id
+from shared.store.ports import Store
+from shared.store.threads import ThreadRecord
+
+log = structlog.get_logger(__name__)
+
+BATCH = 100
+
+
+class ThreadRetention:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        eraser: ThreadEraser,
+        clock: Callable[[], datetime],
+        retry_after: timedelta,
+    ) -> None:
+        self._store = store
+        self._eraser = eraser
+        self._clock = clock
+        self._retry_after = retry_after
+
+    async def run_forever(self, poll_seconds: float) -> None:
+        await every(poll_seconds, self.sweep, failed="threads.retention_sweep_failed")
+
+    async def sweep(self) -> int:
+        """Delete every thread past its expiry that can be; how many this replica deleted."""
+        now = self._clock()
+        deleted = 0
+        for record in await self._store.threads.expired(now, limit=BATCH):
+            deleted += await self._expire(record, now)
+        return deleted
+
+    async def _expire(self, record: ThreadRecord, now: datetime) -> int:
+        scope = (record.project_id, record.workspace_id, record.thread_id)
+        listed = [turn_execution_id(*scope, n) for n in range(1, record.turns + 1)]
+        busy = await self._eraser.unended(*scope, listed)
+        if busy:
+            # Noted as a turn note is, whose expiry only ever moves later: a turn started since
+            # the read above restarted the clock, and this must not shorten it.
+            later = now + self._retry_after
+            await self._store.threads.note_turn(*scope, record.turns, expires_at=later)
+            log.info("thread.expiry_postponed", thread_id=record.thread_id, busy=busy)
+            return 0
+        await self._store.threads.mark_deleted(*scope, now)
+        await self._eraser.erase(*scope, listed)
+        log.info("thread.expired", thread_id=record.thread_id, turns=len(listed))
+        return 1
