@@ -18,9 +18,17 @@ A thread may have a time to live (LangGraph's thread ``ttl``): ``ttl_minutes``, 
 ``expires_at``, when the retention sweep may delete it, which every new turn moves on (``note_turn``
 takes it in the same write as the turn) and ``set_ttl`` sets. Both are kept beside the record's
 text, like ``turns``, so a metadata update never takes them back; ``expired`` finds the threads
-past it, in every project and workspace, through an index. A tombstone never expires (it is
-deleted already): ``mark_deleted`` clears its expiry, and neither ``set_ttl`` nor a note gives
-it one. Records written before retention have neither field: kept until deleted.
+past it, in every project and workspace, through an index. Records written before retention have
+neither field: kept until deleted.
+
+On a tombstone, ``expires_at`` is when its erasure is due. Deleting a thread is two steps in two
+places: the tombstone here, then the caller erasing the thread's turns (services/orchestrator/
+thread_erasure.py). So that a process dying between the two leaves nothing unerased,
+``mark_deleted`` makes the erasure due at once (``expires_at`` = the deletion time, in the mark's
+one write), ``expired`` returns such tombstones beside the live threads past their expiry, and
+``erasure_done`` clears it once the turns are erased. Nothing else moves a tombstone's expiry:
+neither ``set_ttl`` nor a note, nor marking it again. Tombstones marked before this rule have
+no expiry: never found by ``expired``.
 
 The previous release keyed threads by (project, thread). Each adapter adopts such records when
 it creates its schema (``ensure_indexes``, at every start-up): a record is read under the
@@ -56,12 +64,13 @@ class ThreadRecord(BaseModel):
     ttl_minutes: float | None = None
     """The thread's time to live, in minutes (LangGraph's ``ttl: {"strategy": "delete", "ttl":
     minutes}``): each new turn moves ``expires_at`` to that long after it. None: the thread is
-    kept until it is deleted."""
+    kept until it is deleted. ``mark_deleted`` clears it: a tombstone has no ttl."""
     expires_at: AwareDatetime | None = None
     """When the retention sweep may delete the thread: ``ttl_minutes`` after its last turn
-    started (or after it was created, or given its ttl); None: never. Kept to the millisecond
-    (``expiry_time``): what every adapter stores (a BSON date holds no more), so a record reads
-    back as it was given."""
+    started (or after it was created, or given its ttl); None: never. On a tombstone, when its
+    erasure is due: its deletion time, cleared (None) once erased (``erasure_done``). Kept to
+    the millisecond (``expiry_time``): what every adapter stores (a BSON date holds no more),
+    so a record reads back as it was given."""
 
     @field_validator("expires_at")
     @classmethod
@@ -110,8 +119,9 @@ class ThreadStore(Protocol):
         moves the thread's ``expires_at`` to it, unless it is later already: a late note (of an
         earlier turn, or from a replica whose clock trails) never brings an expiry forward;
         ``set_ttl`` is what shortens one. This is every turn's path, so one store command
-        either way. A tombstone is then left as it is, expiry and hint (which may trail, as
-        hints may): one write cannot note one and not the other on every server."""
+        either way. A tombstone is then left as it is, expiry (its erasure due) and hint (which
+        may trail, as hints may): one write cannot note one and not the other on every
+        server."""
         ...
 
     async def set_ttl(
@@ -124,14 +134,17 @@ class ThreadStore(Protocol):
     ) -> ThreadRecord | None:
         """Set the thread's ``ttl_minutes`` and ``expires_at`` (None and None: kept until
         deleted) and return the updated thread; None when the workspace has no such thread. A
-        tombstone is returned unchanged: it is never given a ttl. ``turns``, ``created_at`` and
+        tombstone is returned unchanged: it is never given a ttl, and its expiry (its erasure
+        due) stays. ``turns``, ``created_at`` and
         the metadata are kept; of concurrent calls the last one wins."""
         ...
 
     async def expired(self, now: datetime, *, limit: int) -> list[ThreadRecord]:
-        """Live threads of every project and workspace whose ``expires_at`` is ``now`` or
-        earlier, soonest first, ``limit`` of them at most: one query, through an index on the
-        expiry. Tombstones and threads without an expiry are never among them."""
+        """Threads of every project and workspace whose ``expires_at`` is ``now`` or earlier,
+        soonest first, ``limit`` of them at most: one query, through an index on the expiry.
+        Live threads past their ttl and tombstones whose erasure is due come mixed, in the one
+        order of their ``expires_at``; the caller tells them apart by ``deleted``. Threads
+        without an expiry (a tombstone once erased among them) are never there."""
         ...
 
     async def set_metadata(
@@ -147,11 +160,20 @@ class ThreadStore(Protocol):
     async def mark_deleted(
         self, project_id: str, workspace_id: str, thread_id: str, at: datetime
     ) -> ThreadRecord | None:
-        """Make the workspace's thread a tombstone: its metadata emptied, ``deleted_at`` set to
-        ``at``, its ``expires_at`` cleared (it never expires again); return the tombstone (a
-        thread marked already keeps its first ``deleted_at``). None when the workspace has no
-        such thread. ``get``, ``get_many`` and ``create`` return
-        tombstones like any thread (the caller refuses them); ``list`` leaves them out."""
+        """Make the workspace's thread a tombstone, in one write: its metadata emptied,
+        ``deleted_at`` set to ``at``, its ``expires_at`` too (its erasure is due now, so
+        ``expired`` finds it until ``erasure_done``) and its ``ttl_minutes`` cleared; return the
+        tombstone. A thread marked already is returned as it is: its first ``deleted_at``, and
+        its expiry as it is now (cleared, if its erasure is done: never due again). None when
+        the workspace has no such thread. ``at`` needs a time zone. ``get``, ``get_many`` and
+        ``create`` return tombstones like any thread (the caller refuses them); ``list`` leaves
+        them out."""
+        ...
+
+    async def erasure_done(self, project_id: str, workspace_id: str, thread_id: str) -> None:
+        """Say the workspace's tombstone of this id is erased: clear its ``expires_at``, so
+        ``expired`` no longer returns it. A live thread (its expiry is its ttl's), or no thread,
+        is left alone. One write; calling it again changes nothing."""
         ...
 
     async def delete(self, project_id: str, workspace_id: str, thread_id: str) -> bool:

@@ -4,8 +4,10 @@ project, workspace and id, even by concurrent creates; read and listed only in t
 first. A thread's turns hint only grows and survives metadata updates; a deleted thread is gone,
 with its hint; a thread marked deleted is a tombstone, read like any thread and never listed. A
 thread's ttl and expiry are kept, moved by its turns, and found once past, in any workspace; a
-tombstone never expires. The previous release's records, keyed by project and id, are adopted at
-start-up into the workspace they were created in (SQLite and MongoDB)."""
+tombstone's expiry is its erasure due: its deletion time, found by ``expired`` beside the live
+threads until ``erasure_done`` clears it, and moved by nothing else. The previous release's
+records, keyed by project and id, are adopted at start-up into the workspace they were created
+in (SQLite and MongoDB)."""
 
 from __future__ import annotations
 
@@ -356,7 +358,9 @@ async def test_a_marked_thread_is_a_tombstone_read_like_any_thread(store: Store)
     await store.threads.create(created)
     await store.threads.note_turn("p-1", "w-1", "t-1", 3)
     at = T0 + timedelta(days=1)
-    tombstone = created.model_copy(update={"metadata": {}, "deleted_at": at, "turns": 3})
+    tombstone = created.model_copy(
+        update={"metadata": {}, "deleted_at": at, "turns": 3, "expires_at": at_ms(at)}
+    )
     marked = await store.threads.mark_deleted("p-1", "w-1", "t-1", at)
     assert marked == tombstone and marked.deleted
     assert await store.threads.get("p-1", "w-1", "t-1") == tombstone
@@ -373,8 +377,17 @@ async def test_marking_again_keeps_the_first_time(store: Store) -> None:
     first = await store.threads.mark_deleted("p-1", "w-1", "t-1", T0 + timedelta(hours=1))
     again = await store.threads.mark_deleted("p-1", "w-1", "t-1", T0 + timedelta(hours=2))
     assert first is not None and first.deleted_at == T0 + timedelta(hours=1)
+    assert first.expires_at == at_ms(T0 + timedelta(hours=1))
     assert again == first
     assert await store.threads.get("p-1", "w-1", "t-1") == first
+
+
+async def test_marking_needs_a_time_zone(store: Store) -> None:
+    await store.threads.create(thread())
+    with pytest.raises(ValueError):
+        await store.threads.mark_deleted("p-1", "w-1", "t-1", datetime(2025, 1, 2, 3, 4, 5))
+    got = await store.threads.get("p-1", "w-1", "t-1")
+    assert got is not None and not got.deleted
 
 
 async def test_marking_no_thread_of_the_workspace_is_none(store: Store) -> None:
@@ -471,16 +484,119 @@ async def test_set_ttl_of_no_thread_here_is_none(store: Store) -> None:
     assert await store.threads.expired(T0 + HOUR, limit=10) == []
 
 
-async def test_a_tombstone_is_never_given_a_ttl_nor_an_expiry(store: Store) -> None:
+async def test_a_marked_thread_is_due_for_erasure_until_erasure_done(store: Store) -> None:
+    """The mark makes the erasure due at the deletion time (the ttl gone): ``expired`` finds the
+    tombstone from then on, until ``erasure_done``; marking again never makes it due again."""
+    created = thread(metadata={"v": 1}, ttl_minutes=60, expires_at=T0 + 5 * HOUR)
+    await store.threads.create(created)
+    await store.threads.note_turn("p-1", "w-1", "t-1", 2)
+    at = T0 + HOUR
+    tombstone = created.model_copy(
+        update={
+            "metadata": {},
+            "deleted_at": at,
+            "turns": 2,
+            "ttl_minutes": None,
+            "expires_at": at_ms(at),
+        }
+    )
+    assert await store.threads.mark_deleted("p-1", "w-1", "t-1", at) == tombstone
+    assert await store.threads.expired(at - timedelta(milliseconds=1), limit=10) == []
+    [due] = await store.threads.expired(at, limit=10)
+    assert due == tombstone and due.deleted
+    assert await store.threads.expired(T0 + 9 * HOUR, limit=10) == [tombstone]
+
+    assert await store.threads.erasure_done("p-1", "w-1", "t-1") is None
+    erased = tombstone.model_copy(update={"expires_at": None})
+    assert await store.threads.get("p-1", "w-1", "t-1") == erased
+    assert await store.threads.expired(T0 + 9 * HOUR, limit=10) == []
+    # Marked again (the API's delete repeated, or the sweep racing it): the erasure stays done.
+    assert await store.threads.mark_deleted("p-1", "w-1", "t-1", T0 + 2 * HOUR) == erased
+    await store.threads.erasure_done("p-1", "w-1", "t-1")
+    assert await store.threads.get("p-1", "w-1", "t-1") == erased
+    assert await store.threads.expired(T0 + 9 * HOUR, limit=10) == []
+
+
+async def test_a_tombstones_erasure_is_due_at_its_deletion_time_whatever_its_offset(
+    store: Store,
+) -> None:
+    """Kept to the millisecond (truncated, never rounded) and compared as a time, as any
+    expiry."""
+    await store.threads.create(thread())
+    at = datetime(2025, 1, 2, 5, 4, 5, 999999, tzinfo=timezone(timedelta(hours=2)))
+    marked = await store.threads.mark_deleted("p-1", "w-1", "t-1", at)
+    assert marked is not None and marked.deleted_at == at
+    assert marked.expires_at == at_ms(at) == datetime(2025, 1, 2, 3, 4, 5, 999000, tzinfo=UTC)
+    assert await store.threads.expired(at_ms(at) - timedelta(milliseconds=1), limit=10) == []
+    assert await store.threads.expired(at_ms(at), limit=10) == [marked]
+    assert await store.threads.get("p-1", "w-1", "t-1") == marked
+
+
+async def test_erasure_done_leaves_live_threads_alone(store: Store) -> None:
+    live = thread(ttl_minutes=60, expires_at=T0 + HOUR)
+    theirs = thread(workspace_id="w-2", ttl_minutes=60, expires_at=T0 + HOUR)
+    await store.threads.create(live)
+    await store.threads.create(theirs)
+    await store.threads.create(thread("t-kept"))
+    await store.threads.erasure_done("p-1", "w-1", "t-1")
+    await store.threads.erasure_done("p-1", "w-1", "t-kept")
+    await store.threads.erasure_done("p-1", "w-1", "t-missing")
+    assert await store.threads.get("p-1", "w-1", "t-1") == live
+    assert await store.threads.get("p-1", "w-1", "t-missing") is None
+    # Another workspace's tombstone of the id is another thread: this one's erasure is its own.
+    tombstone = await store.threads.mark_deleted("p-1", "w-2", "t-1", T0)
+    await store.threads.erasure_done("p-1", "w-1", "t-1")
+    await store.threads.erasure_done("p-2", "w-2", "t-1")
+    assert await store.threads.get("p-1", "w-1", "t-1") == live
+    assert await store.threads.get("p-1", "w-2", "t-1") == tombstone
+    assert await store.threads.expired(T0 + HOUR, limit=10) == [tombstone, live]
+
+
+async def test_a_tombstones_expiry_is_moved_by_nothing_but_erasure_done(store: Store) -> None:
+    """Neither ``set_ttl`` nor a note (with an expiry or without) moves it, before the erasure
+    is done or after: a tombstone is never given a ttl."""
     await store.threads.create(thread(metadata={"v": 1}, ttl_minutes=60, expires_at=T0 + HOUR))
     await store.threads.note_turn("p-1", "w-1", "t-1", 1)
     tombstone = await store.threads.mark_deleted("p-1", "w-1", "t-1", T0)
-    assert tombstone is not None and tombstone.expires_at is None and tombstone.turns == 1
-    assert await store.threads.set_ttl("p-1", "w-1", "t-1", 5, T0 + HOUR) == tombstone
-    # A note with an expiry leaves a tombstone as it is (its hint may trail, as hints may).
-    await store.threads.note_turn("p-1", "w-1", "t-1", 2, expires_at=T0 + 2 * HOUR)
-    assert await store.threads.get("p-1", "w-1", "t-1") == tombstone
+    assert tombstone is not None and tombstone.turns == 1
+    assert (tombstone.ttl_minutes, tombstone.expires_at) == (None, at_ms(T0))
+    for expires_at in (at_ms(T0), None):
+        assert await store.threads.set_ttl("p-1", "w-1", "t-1", 5, T0 + HOUR) == tombstone
+        assert await store.threads.set_ttl("p-1", "w-1", "t-1", None, None) == tombstone
+        # A note with an expiry leaves a tombstone as it is (its hint may trail, as hints may).
+        await store.threads.note_turn("p-1", "w-1", "t-1", 2, expires_at=T0 + 2 * HOUR)
+        assert await store.threads.get("p-1", "w-1", "t-1") == tombstone
+        # One without still notes the turn, and only the turn.
+        await store.threads.note_turn("p-1", "w-1", "t-1", 2)
+        tombstone = tombstone.model_copy(update={"turns": 2})
+        assert await store.threads.get("p-1", "w-1", "t-1") == tombstone
+        assert tombstone.expires_at == expires_at
+        await store.threads.erasure_done("p-1", "w-1", "t-1")
+        tombstone = tombstone.model_copy(update={"expires_at": None})
     assert await store.threads.expired(T0 + 3 * HOUR, limit=10) == []
+
+
+async def test_expired_mixes_live_threads_and_tombstones_by_expiry(store: Store) -> None:
+    """One order, soonest first: a live thread's expiry and a tombstone's erasure due alike."""
+    now = T0 + 10 * HOUR
+    live_a = thread("t-a", workspace_id="w-2", ttl_minutes=1, expires_at=now - 4 * HOUR)
+    live_c = thread("t-c", project_id="p-2", ttl_minutes=1, expires_at=now - 2 * HOUR)
+    for t in (live_c, live_a):
+        await store.threads.create(t)
+    for thread_id, expires_at in (("t-b", now + HOUR), ("t-d", None), ("t-later", None)):
+        await store.threads.create(thread(thread_id, ttl_minutes=1, expires_at=expires_at))
+    gone_b = await store.threads.mark_deleted("p-1", "w-1", "t-b", now - 3 * HOUR)
+    gone_d = await store.threads.mark_deleted("p-1", "w-1", "t-d", now)
+    later = await store.threads.mark_deleted("p-1", "w-1", "t-later", now + HOUR)
+
+    expected = [live_a, gone_b, live_c, gone_d]
+    assert await store.threads.expired(now, limit=10) == expected
+    assert [t.deleted for t in expected] == [False, True, False, True]
+    assert await store.threads.expired(now, limit=3) == expected[:3]
+    assert await store.threads.expired(now - 150 * timedelta(minutes=1), limit=10) == expected[:2]
+    assert await store.threads.expired(now + HOUR, limit=10) == [*expected, later]
+    await store.threads.erasure_done("p-1", "w-1", "t-b")
+    assert await store.threads.expired(now, limit=10) == [live_a, live_c, gone_d]
 
 
 async def test_a_turn_with_an_expiry_moves_it_and_turns_still_only_grow(store: Store) -> None:
@@ -531,6 +647,7 @@ async def test_expired_finds_live_threads_past_their_expiry_in_every_workspace(
     await store.threads.create(thread("t-kept"))  # no ttl: kept until deleted
     await store.threads.create(thread("t-gone", ttl_minutes=1, expires_at=now - 4 * HOUR))
     await store.threads.mark_deleted("p-1", "w-1", "t-gone", now)
+    await store.threads.erasure_done("p-1", "w-1", "t-gone")  # erased: due no more
     await store.threads.create(thread("t-erased", ttl_minutes=1, expires_at=now - 5 * HOUR))
     await store.threads.delete("p-1", "w-1", "t-erased")
     await store.threads.note_turn("p-2", "w-1", "t-b", 3)  # records come with their turns
@@ -542,10 +659,15 @@ async def test_expired_finds_live_threads_past_their_expiry_in_every_workspace(
     assert await store.threads.expired(now - 150 * timedelta(minutes=1), limit=10) == expected[:1]
     with pytest.raises(ValueError):
         await store.threads.expired(now, limit=-1)
-    # Marked deleted, a thread is out; given a later expiry (the sweep postponing), out until then.
-    await store.threads.mark_deleted("p-1", "w-2", "t-a", now)
+    # Marked deleted, a thread is due for erasure from its deletion; erased, it is out. Given
+    # a later expiry (the sweep postponing), a thread is out until then.
+    soon = now + 30 * timedelta(minutes=1)
+    tombstone = await store.threads.mark_deleted("p-1", "w-2", "t-a", soon)
+    assert tombstone is not None and tombstone.expires_at == at_ms(soon)
     await store.threads.set_ttl("p-2", "w-1", "t-b", 1, now + 2 * HOUR)
     assert await store.threads.expired(now, limit=10) == expected[2:]
+    assert await store.threads.expired(soon, limit=10) == [*expected[2:], tombstone]
+    await store.threads.erasure_done("p-1", "w-2", "t-a")
     assert [t.thread_id for t in await store.threads.expired(now + 2 * HOUR, limit=10)] == [
         "t-c",
         "t-d",
@@ -579,7 +701,8 @@ async def test_an_expiry_needs_a_time_zone(store: Store) -> None:
 @pytest.mark.integration
 async def test_mongo_sends_one_command_per_retention_call(mongodb_uri: str) -> None:
     """A turn's note with its expiry is one update (every turn's path); ``set_ttl`` one
-    findAndModify; ``expired`` one find."""
+    findAndModify; ``expired`` one find; the mark a read and one findAndModify (the expiry in
+    it); ``erasure_done`` one update."""
     listener = CommandNames()
     name = unique_name("threads")
     store = MongoStore(
@@ -602,6 +725,12 @@ async def test_mongo_sends_one_command_per_retention_call(mongodb_uri: str) -> N
             "findAndModify"
         ]
         assert await commands(store.threads.expired(T0, limit=10)) == ["find"]
+        assert await commands(store.threads.mark_deleted("p-1", "w-1", "t-1", T0)) == [
+            "find",
+            "findAndModify",
+        ]
+        assert await commands(store.threads.erasure_done("p-1", "w-1", "t-1")) == ["update"]
+        assert await commands(store.threads.erasure_done("p-1", "w-1", "t-1")) == ["update"]
     finally:
         await store._client.drop_database(name)
         await store.close()
@@ -687,6 +816,49 @@ async def test_mongo_threads_from_before_retention_take_an_expiry(mongodb_uri: s
         assert await store.threads.expired(T0 + HOUR, limit=10) == [noted]
 
 
+async def test_sqlite_replaces_the_trigger_that_cleared_a_tombstones_expiry(
+    tmp_path: Path,
+) -> None:
+    """A database of the release whose trigger cleared a tombstone's expiry on the mark takes
+    the new one at start-up: marked, a thread is due for erasure."""
+    path = tmp_path / "interlock.db"
+    store = await SqliteStore.open(path)
+    await store.close()
+    with sqlite3.connect(path) as previous:
+        previous.executescript(
+            "DROP TRIGGER workspace_thread_marked;" + MARKED_TRIGGER_BEFORE_ERASURE_DUE
+        )
+    store = await SqliteStore.open(path)
+    try:
+        await store.threads.create(thread(ttl_minutes=60, expires_at=T0 + HOUR))
+        marked = await store.threads.mark_deleted("p-1", "w-1", "t-1", T0)
+        assert marked is not None and (marked.ttl_minutes, marked.expires_at) == (None, at_ms(T0))
+        assert await store.threads.expired(T0, limit=10) == [marked]
+    finally:
+        await store.close()
+    with sqlite3.connect(path) as reopened:
+        [[sql]] = reopened.execute(
+            "SELECT sql FROM sqlite_master WHERE name = 'workspace_thread_marked'"
+        ).fetchall()
+        assert "INSERT INTO workspace_thread_activity" in sql
+
+
+async def test_sqlite_finds_expired_threads_through_the_expiry_index(tmp_path: Path) -> None:
+    store = await SqliteStore.open(tmp_path / "interlock.db")
+    await store.close()
+    with sqlite3.connect(tmp_path / "interlock.db") as db:
+        plan = db.execute(
+            "EXPLAIN QUERY PLAN SELECT t.body FROM workspace_thread_activity AS n"
+            " JOIN workspace_threads AS t USING (project_id, workspace_id, thread_id)"
+            " WHERE n.expires_key IS NOT NULL AND n.expires_key <= ?"
+            " ORDER BY n.expires_key LIMIT ?",
+            ("2025-01-01", 10),
+        ).fetchall()
+    details = " | ".join(row[-1] for row in plan)
+    assert "USING INDEX workspace_threads_expiring" in details, details
+    assert "TEMP B-TREE" not in details, details
+
+
 async def test_sqlite_of_the_previous_schema_lists_and_marks_its_threads(tmp_path: Path) -> None:
     """A dev database from before tombstones: its threads are listed, and take the mark."""
     path = tmp_path / "interlock.db"
@@ -707,8 +879,11 @@ async def test_sqlite_of_the_previous_schema_lists_and_marks_its_threads(tmp_pat
         assert await store.threads.list("p-1", "w-1", limit=10) == [kept, old]
         at = T0 + timedelta(days=1)
         marked = await store.threads.mark_deleted("p-1", "w-1", "t-1", at)
-        assert marked == old.model_copy(update={"metadata": {}, "deleted_at": at})
+        assert marked == old.model_copy(
+            update={"metadata": {}, "deleted_at": at, "expires_at": at_ms(at)}
+        )
         assert await store.threads.list("p-1", "w-1", limit=10) == [kept]
+        assert await store.threads.expired(at, limit=10) == [marked]
     finally:
         await store.close()
 
@@ -735,8 +910,11 @@ async def test_mongo_lists_and_marks_threads_written_before_tombstones(mongodb_u
         assert await store.threads.list("p-1", "w-1", limit=10) == [listed]
         at = T0 + timedelta(days=1)
         marked = await store.threads.mark_deleted("p-1", "w-1", "t-1", at)
-        assert marked == listed.model_copy(update={"metadata": {}, "deleted_at": at})
+        assert marked == listed.model_copy(
+            update={"metadata": {}, "deleted_at": at, "expires_at": at_ms(at)}
+        )
         assert await store.threads.list("p-1", "w-1", limit=10) == []
+        assert await store.threads.expired(at, limit=10) == [marked]
 
 
 async def test_sqlite_of_the_previous_schema_reads_turns_as_0(tmp_path: Path) -> None:
@@ -817,6 +995,17 @@ BEGIN
 END;
 """
 """The turns hints as the release before retention kept them."""
+
+MARKED_TRIGGER_BEFORE_ERASURE_DUE = """
+CREATE TRIGGER workspace_thread_marked AFTER UPDATE OF body ON workspace_threads
+    WHEN json_extract(NEW.body, '$.deleted_at') IS NOT NULL
+BEGIN
+    UPDATE workspace_thread_activity SET expires_key = NULL WHERE project_id = NEW.project_id
+        AND workspace_id = NEW.workspace_id AND thread_id = NEW.thread_id;
+END;
+"""
+"""The mark's trigger as the release before a tombstone's erasure due made it: the expiry
+cleared."""
 
 
 # --- the previous release's records, keyed by (project, thread) ---------------------------------

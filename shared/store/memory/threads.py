@@ -88,7 +88,7 @@ class InMemoryThreads:
             (
                 (thread.expires_at, key)
                 for key, thread in self._threads.items()
-                if thread.expires_at is not None and thread.expires_at <= now and not thread.deleted
+                if thread.expires_at is not None and thread.expires_at <= now
             ),
         )
         return [self._read(key) for _, key in due[:limit]]
@@ -113,11 +113,18 @@ class InMemoryThreads:
         stored = self._threads.get(key)
         if stored is None:
             return None
-        if not stored.deleted:  # marked already: the first mark's time stays
+        due = expiry_time(at)  # its erasure is due now (and a naive time is refused)
+        if not stored.deleted:  # marked already: the first mark's time and the expiry stay
             self._threads[key] = stored.model_copy(
-                update={"metadata": {}, "deleted_at": at, "expires_at": None}
+                update={"metadata": {}, "deleted_at": at, "ttl_minutes": None, "expires_at": due}
             )
         return self._read(key)
+
+    async def erasure_done(self, project_id: str, workspace_id: str, thread_id: str) -> None:
+        key = (project_id, workspace_id, thread_id)
+        stored = self._threads.get(key)
+        if stored is not None and stored.deleted:  # a live thread's expiry is its ttl's
+            self._threads[key] = stored.model_copy(update={"expires_at": None})
 
     async def delete(self, project_id: str, workspace_id: str, thread_id: str) -> bool:
         key = (project_id, workspace_id, thread_id)

@@ -18,11 +18,15 @@ The retention fields are top-level too, beside ``body`` (whose JSON leaves them 
 ``turns``): ``ttl_minutes``, and ``expires_at``, a BSON date (the record keeps it to the
 millisecond, as a date does: ``expiry_time``), absent when the thread has none. A turn's note
 moves it in its one update (``$max`` of both fields); ``set_ttl`` sets or unsets both;
-``mark_deleted`` unsets it; a metadata update names neither. ``expired`` is one query of the
-index ``expiring`` (``expires_at``): a range from the oldest date to now, in its order, which a
-document without the field (null, in the index) is never in. On FerretDB 1.x, which writes a
-whole document back per update, a note or ``set_ttl`` racing a mark may undo it; ``expired``
-leaves out tombstones on the server anyway.
+``mark_deleted`` sets the expiry to the deletion time (a tombstone's erasure is due:
+shared/store/threads.py) and unsets the ttl, in the mark's one update; ``erasure_done`` unsets
+the expiry of a tombstone (one update, filtered on ``deleted: true``); a metadata update names
+neither. ``expired`` is one query of the index ``expiring`` (``expires_at``): a range from the
+oldest date to now, in its order, which a document without the field (null, in the index) is
+never in; live threads and tombstones alike. On FerretDB 1.x, which writes a whole document back
+per update, a note or ``set_ttl`` racing a mark may undo it (the thread is then live again,
+with its expiry), and a note racing ``erasure_done`` may give the tombstone its expiry back
+(its erasure is then done again: erasing is idempotent).
 
 ``list`` and ``get_many`` filter on ``project_id`` and ``workspace_id``, the index's leading
 fields: FerretDB 1.x (as ``infra/`` patches it) reads the workspace's threads through the index
@@ -265,10 +269,10 @@ class MongoThreads:
         check_page(limit, 0)
         if limit == 0:  # to the server, a limit of 0 is no limit
             return []
-        # A tombstone's expiry is unset when it is marked; LIVE also leaves out one a racing
-        # write gave back one (FerretDB's write-back, or a gateway of the previous release).
+        # Tombstones too, with no filter on ``deleted``: a tombstone's expiry is its erasure due
+        # (the caller reads ``deleted``). One range of ``expiring``, in its order.
         found = (
-            self._collection.find({"expires_at": {"$lte": now}, **LIVE})
+            self._collection.find({"expires_at": {"$lte": now}})
             .sort([("expires_at", 1)])
             .limit(limit)
         )
@@ -312,23 +316,41 @@ class MongoThreads:
             if stored is None:
                 return None
             current = _thread(stored)
-            if current.deleted:  # marked already: the first mark's time stays
+            if current.deleted:  # marked already: the first mark's time and the expiry stay
                 return current
             tombstone = current.model_copy(update={"metadata": {}, "deleted_at": at})
             # Only a live thread of this creation is marked, so of concurrent marks the first
             # one's time stays (on MongoDB: FerretDB's conditional update is not atomic, so there
             # racing marks may each write theirs). ``turns`` is not written: it is the field's.
+            # In the same update, the erasure is due now: the expiry is the deletion time.
             document = await self._collection.find_one_and_update(
                 {"_id": key, "created_key": stored["created_key"], **LIVE},
                 {
-                    "$set": {"body": body_json(tombstone), "deleted": True},
-                    "$unset": {"expires_at": ""},  # a tombstone never expires again
+                    "$set": {
+                        "body": body_json(tombstone),
+                        "deleted": True,
+                        "expires_at": expiry_time(at),
+                    },
+                    "$unset": {"ttl_minutes": ""},  # a tombstone has no ttl
                 },
                 return_document=ReturnDocument.AFTER,
             )
             if document is not None:
                 return _thread(document)
         raise StoreUnavailable(f"the thread {thread_id!r} was replaced during its delete")
+
+    async def erasure_done(self, project_id: str, workspace_id: str, thread_id: str) -> None:
+        # One update, of a tombstone only (a live thread's expiry is its ttl's). The filter on
+        # the field also keeps a tombstone erased already from being written again: on FerretDB
+        # each write is a whole document written back, which could undo a racing note's hint.
+        await self._collection.update_one(
+            {
+                "_id": thread_key(project_id, workspace_id, thread_id),
+                "deleted": True,
+                "expires_at": {"$exists": True},
+            },
+            {"$unset": {"expires_at": ""}},
+        )
 
     async def delete(self, project_id: str, workspace_id: str, thread_id: str) -> bool:
         # The hint is a field of the document: it goes with it. A version 1 original of the

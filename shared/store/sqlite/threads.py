@@ -13,8 +13,10 @@ update the activity, so neither can lose the other's write. A note, with its exp
 is one upsert that keeps the greater values and inserts nothing for a thread that does not exist
 (nor, given an expiry, for a tombstone); so is ``set_ttl``. Triggers keep the row in step with
 its thread in the same statement: deleted with it, so a thread created again under the id starts
-at 0, and its expiry cleared when it is marked deleted. ``expired`` reads
-``workspace_threads_expiring``, an index of the expiries set, soonest first.
+at 0, and, when it is marked deleted, its ttl cleared and its expiry set to the deletion time (a
+tombstone's erasure is due: shared/store/threads.py), inserted if the thread had no row.
+``expired`` reads ``workspace_threads_expiring``, an index of the expiries set, soonest first,
+live threads and tombstones alike; ``erasure_done`` is one update of a tombstone's row.
 
 A create is two statements when the record has turns or a ttl (the thread, then its activity):
 cut off between them, the hint trails, as hints may, and the thread has no expiry until its
@@ -25,7 +27,11 @@ schema script moves them into ``workspace_thread_activity`` at every start-up, a
 previous release's threads (below): an upsert keeping the greater hint, then a delete.
 
 A tombstone (``mark_deleted``) is the row with ``deleted_at`` set in its body (the emptied
-metadata beside it), so the table of an existing database needs no new column. ``list`` reads
+metadata beside it), so the table of an existing database needs no new column. The mark writes
+``deleted_at`` as UTC text, to the microsecond with ``+00:00`` (``_deleted_text``), so the trigger
+makes the expiry key of it with ``substr`` alone: ``expiry_key`` of the same time. The schema
+script replaces the trigger at every start-up (in one transaction), so a database of the release
+before, whose trigger cleared the expiry, takes this one. ``list`` reads
 ``workspace_threads_live``, the listing index of the rows whose body has no ``deleted_at``
 (a partial index, on a deterministic function of the body): tombstones are kept for good, and
 the listing never walks them.
@@ -41,7 +47,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import pydantic_core
@@ -118,13 +124,24 @@ BEGIN
     DELETE FROM workspace_thread_activity WHERE project_id = OLD.project_id
         AND workspace_id = OLD.workspace_id AND thread_id = OLD.thread_id;
 END;
-CREATE TRIGGER IF NOT EXISTS workspace_thread_marked AFTER UPDATE OF body ON workspace_threads
+BEGIN;
+DROP TRIGGER IF EXISTS workspace_thread_marked;
+CREATE TRIGGER workspace_thread_marked AFTER UPDATE OF body ON workspace_threads
     WHEN json_extract(NEW.body, '$.deleted_at') IS NOT NULL
+        AND json_extract(OLD.body, '$.deleted_at') IS NULL
 BEGIN
-    UPDATE workspace_thread_activity SET expires_key = NULL WHERE project_id = NEW.project_id
-        AND workspace_id = NEW.workspace_id AND thread_id = NEW.thread_id;
+    INSERT INTO workspace_thread_activity (project_id, workspace_id, thread_id, expires_key)
+        VALUES (NEW.project_id, NEW.workspace_id, NEW.thread_id,
+            substr(json_extract(NEW.body, '$.deleted_at'), 1, 23) || '000+00:00')
+        ON CONFLICT (project_id, workspace_id, thread_id)
+        DO UPDATE SET ttl_minutes = NULL, expires_key = excluded.expires_key;
 END;
+COMMIT;
 """
+"""The trigger ``workspace_thread_marked`` fires on a live thread's mark only (OLD live), so a
+tombstone marked again, or a later write of its body, never gives an erased tombstone its expiry
+back. Its key is ``expiry_key`` of the deletion time as the mark writes it (``_deleted_text``):
+the first 23 characters are the time to the millisecond, the rest ``000+00:00``."""
 
 
 def _live(body: str = "body") -> str:
@@ -175,6 +192,13 @@ KEEP_THE_GREATER = (
 
 def _key(at: datetime | None) -> str | None:
     return expiry_key(at) if at is not None else None
+
+
+def _deleted_text(at: datetime) -> str:
+    """The deletion time as the mark writes it in the body: UTC, microseconds, ``+00:00``, which
+    the trigger cuts to its expiry key (``SCHEMA``). A naive time is refused, as an expiry is."""
+    expiry_key(at)  # raises on a naive time
+    return at.astimezone(UTC).isoformat(timespec="microseconds")
 
 
 def _thread(row: sqlite3.Row) -> ThreadRecord:
@@ -288,10 +312,11 @@ class SqliteThreads:
     async def expired(self, now: datetime, *, limit: int) -> list[ThreadRecord]:
         check_page(limit, 0)
         # Walks workspace_threads_expiring from the soonest; the thread's row is joined by key.
+        # Tombstones too: their expiry is their erasure due (the caller reads ``deleted``).
         rows = await self._db.fetch_all(
             f"SELECT t.body, {ACTIVITY} FROM workspace_thread_activity AS n"
             " JOIN workspace_threads AS t USING (project_id, workspace_id, thread_id)"
-            f" WHERE n.expires_key IS NOT NULL AND n.expires_key <= ? AND {_live('t.body')}"
+            " WHERE n.expires_key IS NOT NULL AND n.expires_key <= ?"
             " ORDER BY n.expires_key LIMIT ?",
             (expiry_key(now), limit),
         )
@@ -317,16 +342,31 @@ class SqliteThreads:
     async def mark_deleted(
         self, project_id: str, workspace_id: str, thread_id: str, at: datetime
     ) -> ThreadRecord | None:
-        # One statement marks a live thread only, so the first mark's time stays (its trigger
-        # clears the expiry in it); then the thread as it is, marked now or before (None: no
-        # such thread, or deleted meanwhile).
+        # One statement marks a live thread only, so the first mark's time stays, and its
+        # trigger sets the expiry (the erasure due) in it: a tombstone marked before keeps its
+        # expiry as it is. Then the thread as it is, marked now or before (None: no such
+        # thread, or deleted meanwhile).
         await self._db.execute(
             "UPDATE workspace_threads"
-            " SET body = json_set(body, '$.metadata', json('{}'), '$.deleted_at', json(?))"
+            " SET body = json_set(body, '$.metadata', json('{}'), '$.deleted_at', ?)"
             f" WHERE project_id = ? AND workspace_id = ? AND thread_id = ? AND {_live()}",
-            (pydantic_core.to_json(at).decode(), project_id, workspace_id, thread_id),
+            (_deleted_text(at), project_id, workspace_id, thread_id),
         )
         return await self.get(project_id, workspace_id, thread_id)
+
+    async def erasure_done(self, project_id: str, workspace_id: str, thread_id: str) -> None:
+        # One statement, of a tombstone's activity only (a live thread's expiry is its ttl's);
+        # one already cleared is not written again.
+        await self._db.execute(
+            "UPDATE workspace_thread_activity SET expires_key = NULL"
+            " WHERE project_id = ? AND workspace_id = ? AND thread_id = ?"
+            " AND expires_key IS NOT NULL AND EXISTS (SELECT 1 FROM workspace_threads AS t"
+            " WHERE t.project_id = workspace_thread_activity.project_id"
+            " AND t.workspace_id = workspace_thread_activity.workspace_id"
+            " AND t.thread_id = workspace_thread_activity.thread_id"
+            " AND json_extract(t.body, '$.deleted_at') IS NOT NULL)",
+            (project_id, workspace_id, thread_id),
+        )
 
     async def delete(self, project_id: str, workspace_id: str, thread_id: str) -> bool:
         # The trigger takes the activity in the same statement.
