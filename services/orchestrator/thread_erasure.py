@@ -15,6 +15,7 @@ one that checked the caller's key and role.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -25,6 +26,7 @@ from shared.errors import RejectedMessage
 from shared.events import ThreadDeleteRequested
 from shared.senders import GatewaySender, Sender
 from shared.store.ports import Store
+from shared.store.threads import ThreadRecord
 
 log = structlog.get_logger(__name__)
 
@@ -44,6 +46,14 @@ def saver_eraser(saver: BaseCheckpointSaver[Any]) -> CheckpointEraser:
     return erase
 
 
+@dataclass(frozen=True)
+class Erased:
+    ended: list[str]
+    """The turns erased (or gone already)."""
+    running: list[str]
+    """The turns left, not ended."""
+
+
 class ThreadEraser:
     def __init__(self, *, store: Store, checkpoints: CheckpointEraser, keep_audit: bool) -> None:
         self._store = store
@@ -57,7 +67,22 @@ class ThreadEraser:
                 "not applied: a thread is erased only on a gateway's signed request, and this"
                 f" one is {sender!r}"
             )
-        await self.erase(event.project_id, event.workspace_id, event.thread_id, event.execution_ids)
+        scope = (event.project_id, event.workspace_id, event.thread_id)
+        erased = await self.erase(*scope, event.execution_ids)
+        if not erased.running:
+            await self._store.threads.erasure_done(*scope)
+
+    async def erase_deleted(self, record: ThreadRecord) -> int:
+        """Erase a tombstone's turns and, once none is left unended, say its erasure is done
+        (shared/store/threads.py: a tombstone's ``expires_at`` is its erasure due; the
+        retention sweep erases every one still due, so a process that died between a
+        thread's tombstone and its erasure leaves nothing behind)."""
+        scope = (record.project_id, record.workspace_id, record.thread_id)
+        listed = [turn_execution_id(*scope, n) for n in range(1, record.turns + 1)]
+        erased = await self.erase(*scope, listed)
+        if not erased.running:
+            await self._store.threads.erasure_done(*scope)
+        return len(erased.ended)
 
     async def unended(
         self, project_id: str, workspace_id: str, thread_id: str, listed: Sequence[str]
@@ -68,8 +93,8 @@ class ThreadEraser:
 
     async def erase(
         self, project_id: str, workspace_id: str, thread_id: str, listed: Sequence[str]
-    ) -> int:
-        """Erase the thread's ended turns, those ``listed`` and any after them; how many."""
+    ) -> Erased:
+        """Erase the thread's ended turns, those ``listed`` and any after them."""
         ended, running = await self._turns(project_id, workspace_id, thread_id, listed)
         if running:
             log.warning("thread.erase_skipped_unended", thread_id=thread_id, execution_ids=running)
@@ -82,7 +107,7 @@ class ThreadEraser:
             records=removed,
             kept_audit=self._keep_audit,
         )
-        return len(ended)
+        return Erased(ended, running)
 
     async def _turns(
         self, project_id: str, workspace_id: str, thread_id: str, listed: Sequence[str]

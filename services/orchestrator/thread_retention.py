@@ -4,7 +4,10 @@ langgraph-api.md, "Thread retention").
 A thread with a ttl carries ``expires_at``, which its every new turn moves to now + ttl. Every
 orchestrator replica sweeps the threads past it, soonest first, and deletes each as the API's
 ``threads.delete`` does: a tombstone first, so it is gone for every reader and starts nothing
-more, then its turns erased (services/orchestrator/thread_erasure.py). A thread whose turn has
+more, then its turns erased (services/orchestrator/thread_erasure.py). A tombstone's own expiry
+is its erasure due, cleared once done: the sweep also erases every deleted thread whose erasure
+never finished (a process died between the two steps, a turn had not ended, an erasure request
+never reached the bus), so nothing of a deleted thread stays behind. A thread whose turn has
 not ended (running, queued, waiting for a review) is not pulled from under it: its expiry moves
 one ``retry_after`` on (never earlier than a new turn set it), and a later sweep deletes it once
 its turns ended. Replicas sweeping the
@@ -47,12 +50,17 @@ class ThreadRetention:
         await every(poll_seconds, self.sweep, failed="threads.retention_sweep_failed")
 
     async def sweep(self) -> int:
-        """Delete every thread past its expiry that can be; how many this replica deleted."""
+        """Delete every thread past its expiry that can be, and erase every deleted one whose
+        erasure is still due; how many threads this replica deleted or erased."""
         now = self._clock()
-        deleted = 0
+        done = 0
         for record in await self._store.threads.expired(now, limit=BATCH):
-            deleted += await self._expire(record, now)
-        return deleted
+            if record.deleted:
+                # Its erasure never finished (a process died, or a turn had not ended): again.
+                done += int(await self._eraser.erase_deleted(record) > 0)
+            else:
+                done += await self._expire(record, now)
+        return done
 
     async def _expire(self, record: ThreadRecord, now: datetime) -> int:
         scope = (record.project_id, record.workspace_id, record.thread_id)
@@ -65,7 +73,11 @@ class ThreadRetention:
             await self._store.threads.note_turn(*scope, record.turns, expires_at=later)
             log.info("thread.expiry_postponed", thread_id=record.thread_id, busy=busy)
             return 0
-        await self._store.threads.mark_deleted(*scope, now)
-        await self._eraser.erase(*scope, listed)
+        # The tombstone's erasure is due from now: were this process to die before it is done,
+        # the next sweep would find the tombstone and erase it.
+        tombstone = await self._store.threads.mark_deleted(*scope, now)
+        if tombstone is None:
+            return 0  # deleted meanwhile, by another replica or the API
+        await self._eraser.erase_deleted(tombstone)
         log.info("thread.expired", thread_id=record.thread_id, turns=len(listed))
         return 1

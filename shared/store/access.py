@@ -96,8 +96,9 @@ THREADS = grant(
     threads=(FIND, INSERT, UPDATE),
 )
 THREAD_RETENTION = grant(
-    # The sweep: the expired threads (a find), each read again, given a later expiry or marked
-    # deleted (findAndModify, by _id, no upsert).
+    # The sweep: the expired threads (a find), each given a later expiry (an update) or marked
+    # deleted (find, findAndModify, by _id, no upsert); a tombstone's erasure said done (an
+    # update), by the sweep and by the handler of thread.delete_requested.
     threads=(FIND, UPDATE),
 )
 AGENT_VERSION_READS = grant(agent_versions=(FIND,))

@@ -1,7 +1,8 @@
 """Threads past their time to live are deleted by the orchestrator's sweep
 (services/orchestrator/thread_retention.py): gone for readers (a tombstone), their ended turns
 erased; a thread whose turn has not ended is kept and tried again a poll later; a thread with no
-ttl, or not expired yet, is left alone."""
+ttl, or not expired yet, is left alone; a deleted thread whose erasure never finished is erased
+by the next sweep."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from tests import factories as f
 SCOPE = f.SCOPE
 T0 = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 POLL = timedelta(seconds=60)
+HOURS_LATER = timedelta(hours=5)
 
 
 def turn_id(thread: str, number: int) -> str:
@@ -103,3 +105,41 @@ async def test_an_expired_thread_waiting_for_a_turn_is_tried_again_a_poll_later(
     assert checkpoints.erased == []
     assert await retention(store, checkpoints, now + POLL / 2).sweep() == 0
     assert checkpoints.erased == []
+
+
+async def test_a_deleted_thread_whose_erasure_never_ran_is_erased_by_the_sweep() -> None:
+    """The tombstone is made, and the process dies before the erasure (or its request never
+    reached the bus): the sweep finds the erasure still due and does it, once."""
+    store = InMemoryStore()
+    done = [ExecutionStatus.COMPLETED, ExecutionStatus.CANCELLED]
+    await thread_with_turns(store, "orphan", done, ttl=None)
+    await store.threads.mark_deleted(SCOPE["project_id"], SCOPE["workspace_id"], "orphan", T0)
+    checkpoints = Checkpoints()
+
+    assert await retention(store, checkpoints, T0 + timedelta(seconds=1)).sweep() == 1
+
+    assert checkpoints.erased == [turn_id("orphan", 1), turn_id("orphan", 2)]
+    assert await store.executions.get(SCOPE["project_id"], turn_id("orphan", 1)) is None
+    record = await read(store, "orphan")
+    assert record.deleted and record.expires_at is None
+    assert await store.threads.expired(T0 + HOURS_LATER, limit=10) == []
+    assert await retention(store, checkpoints, T0 + HOURS_LATER).sweep() == 0
+    assert len(checkpoints.erased) == 2
+
+
+async def test_a_deleted_thread_with_a_turn_still_running_stays_due_until_it_ended() -> None:
+    store = InMemoryStore()
+    await thread_with_turns(
+        store, "racing", [ExecutionStatus.COMPLETED, ExecutionStatus.RUNNING], ttl=None
+    )
+    await store.threads.mark_deleted(SCOPE["project_id"], SCOPE["workspace_id"], "racing", T0)
+    checkpoints = Checkpoints()
+
+    await retention(store, checkpoints, T0 + timedelta(seconds=1)).sweep()
+
+    assert checkpoints.erased == [turn_id("racing", 1)]
+    running = await store.executions.get(SCOPE["project_id"], turn_id("racing", 2))
+    assert running is not None and running.status is ExecutionStatus.RUNNING
+    assert [r.thread_id for r in await store.threads.expired(T0 + HOURS_LATER, limit=10)] == [
+        "racing"
+    ]

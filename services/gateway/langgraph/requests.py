@@ -122,10 +122,16 @@ class ThreadTtl(BaseModel):
     ttl: TtlMinutes
 
 
-def ttl_minutes(asked: ThreadTtl | float | None) -> float | None:
+TtlField = dict[str, Any] | TtlMinutes | None
+"""A body's ``ttl`` as declared: the object is validated as ``ThreadTtl`` by ``ttl_minutes``
+(hand-declared bodies cannot name a nested model no response uses: services/gateway/openapi.py)."""
+
+
+def ttl_minutes(given: dict[str, Any] | float | None) -> float | None:
     """The thread's time to live in minutes, or None; refuses a strategy Interlock lacks."""
-    if asked is None or isinstance(asked, (int, float)):
-        return asked
+    if given is None or isinstance(given, (int, float)):
+        return given
+    asked = json_object(given, ThreadTtl, required=True)
     if asked.strategy != "delete":
         raise unsupported(
             f"ttl strategy {asked.strategy!r}: an expired thread is deleted whole (strategy"

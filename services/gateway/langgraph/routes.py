@@ -28,8 +28,7 @@ from services.gateway.bodies import api_router, json_object
 from services.gateway.feed import Watch
 from services.gateway.langgraph.requests import (
     RunRequest,
-    ThreadTtl,
-    TtlMinutes,
+    TtlField,
     run_request,
     ttl_minutes,
     unsupported,
@@ -73,7 +72,7 @@ class ThreadCreate(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     if_exists: Literal["raise", "do_nothing"] | None = None
     supersteps: Any = None
-    ttl: ThreadTtl | TtlMinutes | None = None
+    ttl: TtlField = None
     graph_id: str | None = None
 
 
@@ -96,7 +95,7 @@ class ThreadUpdate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     metadata: dict[str, Any] = Field(default_factory=dict)
-    ttl: ThreadTtl | TtlMinutes | None = None
+    ttl: TtlField = None
 
 
 class StateUpdate(BaseModel):
