@@ -4,7 +4,8 @@
 A thread's turns are executions (shared/domain/threads.py), so deleting a thread is erasing
 those executions: their working data always (durable steps, attempts, progress, the waiting
 markers), their audit (the execution and its versions, decision claims, approvals and their
-slots, the notification history) unless the deployment keeps it. Only executions that ended are
+slots, the notification history, with any delivery still pending, which then goes out as it
+would have) unless the deployment keeps it. Only executions that ended are
 erased (the caller checks): nothing runs, waits or writes for them any more, so a removal races
 no writer. Erasing is idempotent, so a redelivered request erases nothing twice and fails
 nothing: every adapter removes by key, and removing what is gone is a no-op.

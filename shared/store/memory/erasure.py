@@ -43,9 +43,9 @@ class InMemoryErasure:
         removed += _remove(store.steps._records, lambda _, r: r.execution_id in ids)
         removed += sum(len(e) for (_, eid), e in progress._entries.items() if eid in ids)
         _remove(progress._entries, lambda key, _: key[1] in ids)
-        removed += _remove(notifications._pending, lambda _, d: d.notification.execution_id in ids)
         if keep_audit:
             return removed
+        removed += _remove(notifications._pending, lambda _, d: d.notification.execution_id in ids)
         approvals, links = store.approvals, store.spent_links
         removed += _remove(store.decisions._claims, lambda key, _: key[0] in ids)
         removed += sum(len(a) for (eid, _), a in approvals._by_generation.items() if eid in ids)

@@ -65,14 +65,17 @@ class MongoErasure:
             _Records(database["execution_progress"], prefix_end=":"),
             _Records(database["suspended_executions"], prefix_end="|"),
             _Records(database["undelivered_executions"], prefix_end="|"),
-            _Records(database["notification_outbox"], prefix_end=":"),
         ]
         # The audit: who decided what, how reviewers were told. Spent links are an execution's
         # too (each names it, and who used it): once the execution is gone no link can decide it,
         # so the record that the link was spent has nothing left to guard. The execution's
         # versions, then its head, go last: a retry after a crash in between still finds the
         # execution the caller checked had ended, and erases the rest.
+        # A delivery still pending stays pending with the audit (its outbox entry with it: the
+        # start-up adoption would queue it again from the history anyway), and goes out as it
+        # would have; erased, both go.
         self._audit = [
+            _Records(database["notification_outbox"], prefix_end=":"),
             _Records(database["decision_claims"], prefix_end=":"),
             _Records(database["approvals"], prefix_end=":"),
             _Records(database["approval_slots"], prefix_end=":"),
