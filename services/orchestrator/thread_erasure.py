@@ -14,6 +14,7 @@ one that checked the caller's key and role.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 import structlog
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from shared.domain.execution import Execution
 from shared.domain.threads import MAX_TURN_PROBES, turn_execution_id
 from shared.errors import RejectedMessage
 from shared.events import ThreadDeleteRequested
@@ -29,6 +31,10 @@ from shared.store.ports import Store
 from shared.store.threads import ThreadRecord
 
 log = structlog.get_logger(__name__)
+
+READS_AT_ONCE = 64
+"""A thread's turns are read this many at once: a long thread in a few round trips, and no
+burst of thousands of commands at the store."""
 
 CheckpointEraser = Callable[[Sequence[str]], Awaitable[object]]
 """Removes every checkpoint of these checkpoint threads (one per execution)."""
@@ -117,8 +123,13 @@ class ThreadEraser:
         listed = list(dict.fromkeys(listed))
         ended: list[str] = []
         running: list[str] = []
-        for execution_id in listed:
-            execution = await self._store.executions.get(project_id, execution_id)
+        found: list[Execution | None] = []
+        for start in range(0, len(listed), READS_AT_ONCE):
+            batch = listed[start : start + READS_AT_ONCE]
+            found += await asyncio.gather(
+                *(self._store.executions.get(project_id, e) for e in batch)
+            )
+        for execution_id, execution in zip(listed, found, strict=True):
             if execution is None:
                 ended.append(execution_id)  # erased by an earlier delivery: erasing is a no-op
             elif execution.workspace_id != workspace_id:
