@@ -285,8 +285,9 @@ class PrivateInfra:
 
     # --- both ----------------------------------------------------------------------------------
 
-    async def start(self) -> None:
-        for needed in (KAFKA_LIBS, FERRETDB_BIN):
+    async def start(self, *, kafka: bool = True) -> None:
+        """Both, or (``kafka=False``) only FerretDB, for tests of the store alone."""
+        for needed in (KAFKA_LIBS, FERRETDB_BIN) if kafka else (FERRETDB_BIN,):
             if not needed.exists():
                 raise RuntimeError(f"{needed} is missing: run `bash infra/infra.sh up` once")
         if self.backend not in ("postgresql", "sqlite"):
@@ -294,7 +295,7 @@ class PrivateInfra:
         self.folder.mkdir(parents=True, exist_ok=True)
         if self.backend == "postgresql":
             await asyncio.to_thread(self._create_database)
-        await asyncio.gather(self.start_kafka(), self.start_ferretdb())
+        await asyncio.gather(*([self.start_kafka()] if kafka else []), self.start_ferretdb())
 
     @staticmethod
     def _kill(process: subprocess.Popen[bytes] | None, sig: int = signal.SIGKILL) -> None:

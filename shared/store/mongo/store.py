@@ -9,6 +9,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import PyMongoError
 
 from shared.store.errors import StoreUnavailable
+from shared.store.mongo import pool_recovery
 from shared.store.mongo.agent_versions import MongoAgentVersions
 from shared.store.mongo.api_keys import MongoApiKeys
 from shared.store.mongo.approvals import MongoApprovals
@@ -56,7 +57,9 @@ class MongoStore:
         """Create the client; nothing is sent until the first operation. With
         ``operation_timeout_ms``, no operation takes longer (it raises a ``PyMongoError``). Every
         command is timed (shared/store/mongo/watch.py); those slower than ``slow_command_ms`` are
-        logged."""
+        logged. The driver's pool recovers from a server restart under load
+        (shared/store/mongo/pool_recovery.py)."""
+        pool_recovery.install()
         client: AsyncMongoClient[Document] = AsyncMongoClient(
             uri,
             serverSelectionTimeoutMS=timeout_ms,
