@@ -59,6 +59,12 @@ dead), besides waking at once when a message finishes."""
 FETCH_WAIT_MS = 500
 """The longest one ``getmany`` waits for new messages before the loop looks around again."""
 COMMIT_RETRY_SECONDS = 1.0
+CANCEL_WAIT_SECONDS = 5.0
+"""How long a drain waits for the messages it cancelled to unwind. Bounded because a task can sit
+in a driver call long after its cancellation (seen in the MongoDB driver, more than 30 s): an
+unbounded wait held a rebalance, or a shutdown, for as long. What is still running then is
+left to finish on its own; its message is not committed and is delivered again to the
+partition's next reader, which the idempotency guards absorb as any redelivery."""
 
 
 @dataclass(frozen=True)
@@ -301,7 +307,9 @@ class KeyedKafkaConsumer:
             task.cancel()
         if late:
             log.warning("consumer.cancelled_in_flight", topic=self.topic, messages=len(late))
-            await asyncio.wait(late)
+            _, unwinding = await asyncio.wait(late, timeout=CANCEL_WAIT_SECONDS)
+            if unwinding:
+                log.warning("consumer.cancel_ignored", topic=self.topic, messages=len(unwinding))
 
     # -- committing -----------------------------------------------------------------------
 
