@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.e2e.clocked import clocked_cluster, set_clock
 from tests.e2e.cluster import Cluster
 from tests.e2e.conftest import Api
 from tests.e2e.test_notifications import NEW_SECRET, OLD_SECRET, Receiver, receiver
@@ -40,29 +41,16 @@ url = "http://127.0.0.1:{receiver.port}/ok"
 secrets_env = "TEST_OPS_SECRETS"
 """
     )
-    clock = tmp_path / "clock"
-    clock.write_text(T0.isoformat())
-    cluster = Cluster(kafka=kafka_bootstrap, mongodb=mongodb_uri, workdir=tmp_path / "cluster")
-    cluster.env |= {
+    env = {
         "INTERLOCK_NOTIFICATIONS_FILE": str(channels),
         "TEST_OPS_SECRETS": f"{NEW_SECRET},{OLD_SECRET}",
         "INTERLOCK_NOTIFICATION_POLL_SECONDS": "0.2",
-        "INTERLOCK_CLOCK_FILE": str(clock),
         "INTERLOCK_DEADLINE_POLL_SECONDS": "0.3",
     }
-    cluster.create_topics()
-    cluster.start("gateway", "sandbox", "notifier")
-    cluster.start("orchestrator")
-    cluster.start("orchestrator")
-    try:
-        await cluster.wait_ready()
+    async with clocked_cluster(
+        kafka=kafka_bootstrap, mongodb=mongodb_uri, workdir=tmp_path, now=T0, env=env
+    ) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
-
-
-def set_clock(cluster: Cluster, now: datetime) -> None:
-    Path(cluster.env["INTERLOCK_CLOCK_FILE"]).write_text(now.isoformat())
 
 
 def kinds(receiver: Receiver) -> list[str]:

@@ -17,6 +17,7 @@ from langgraph_sdk import get_client
 from pymongo import AsyncMongoClient
 
 from shared.domain.threads import turn_execution_id
+from tests.e2e.clocked import clocked_cluster, set_clock
 from tests.e2e.cluster import Cluster
 from tests.eventually import eventually
 from tests.langgraph_sdk.flows import CHAT, last_reply, said
@@ -33,26 +34,11 @@ HOUR = timedelta(hours=1)
 async def retention_cluster(
     kafka_bootstrap: str, mongodb_uri: str, tmp_path: Path
 ) -> AsyncIterator[Cluster]:
-    clock = tmp_path / "clock"
-    clock.write_text(T0.isoformat())
-    cluster = Cluster(kafka=kafka_bootstrap, mongodb=mongodb_uri, workdir=tmp_path / "cluster")
-    cluster.env |= {
-        "INTERLOCK_CLOCK_FILE": str(clock),
-        "INTERLOCK_THREAD_RETENTION_POLL_SECONDS": "0.3",
-    }
-    cluster.create_topics()
-    cluster.start("gateway", "sandbox", "notifier")
-    cluster.start("orchestrator")
-    cluster.start("orchestrator")
-    try:
-        await cluster.wait_ready()
+    env = {"INTERLOCK_THREAD_RETENTION_POLL_SECONDS": "0.3"}
+    async with clocked_cluster(
+        kafka=kafka_bootstrap, mongodb=mongodb_uri, workdir=tmp_path, now=T0, env=env
+    ) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
-
-
-def set_clock(cluster: Cluster, now: datetime) -> None:
-    Path(cluster.env["INTERLOCK_CLOCK_FILE"]).write_text(now.isoformat())
 
 
 async def gone(client: Any, thread_id: str) -> bool:
