@@ -5,7 +5,9 @@
   past its lease and then continues finds a newer attempt and stops: only one lineage of
   checkpoints is written.
 - **Size.** A checkpoint larger than the budget fails with ``CheckpointTooLarge`` before the
-  write, instead of a driver error (MongoDB's document limit is 16 MiB).
+  write, instead of a driver error (MongoDB's document limit is 16 MiB). It is serialized once
+  to be sized, and a saver that takes those bytes is given them
+  (services/sandbox/checkpoint_bytes.py).
 
 Everything else is delegated unchanged to the wrapped saver.
 """
@@ -25,6 +27,7 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
 )
 
+from services.sandbox.checkpoint_bytes import CopiesCheckpoints, PutsSerialized, copy_decoded
 from shared.errors import InterlockError
 
 Fence = Callable[[], Awaitable[None]]
@@ -86,11 +89,10 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
 
     # --- writes: fenced and sized ----------------------------------------------------------------
 
-    def _check_size(self, config: RunnableConfig, checkpoint: Checkpoint) -> None:
-        _, data = self.serde.dumps_typed(checkpoint)
-        if len(data) > self.max_checkpoint_bytes:
+    def _check_size(self, config: RunnableConfig, size: int) -> None:
+        if size > self.max_checkpoint_bytes:
             thread_id = str(config.get("configurable", {}).get("thread_id", "?"))
-            raise CheckpointTooLarge(thread_id, len(data), self.max_checkpoint_bytes)
+            raise CheckpointTooLarge(thread_id, size, self.max_checkpoint_bytes)
 
     async def _fence(self) -> None:
         fence = current_fence.get()
@@ -106,7 +108,7 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
     ) -> RunnableConfig:
         # The sandbox runs graphs with ainvoke only; the sync path (agent tooling, tests) is
         # sized but cannot await the fence.
-        self._check_size(config, checkpoint)
+        self._check_size(config, len(self.serde.dumps_typed(checkpoint)[1]))
         return self.inner.put(config, checkpoint, metadata, new_versions)
 
     async def aput(
@@ -116,9 +118,23 @@ class GuardedSaver(BaseCheckpointSaver[Any]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        self._check_size(config, checkpoint)
+        # Serialized once: the bytes sized are the bytes stored, where the saver takes them.
+        typed = self.serde.dumps_typed(checkpoint)
+        self._check_size(config, len(typed[1]))
         await self._fence()
+        if isinstance(self.inner, PutsSerialized):
+            return await self.inner.aput_serialized(config, checkpoint["id"], typed, metadata)
         return await self.inner.aput(config, checkpoint, metadata, new_versions)
+
+    async def acopy_checkpoint(
+        self, source: RunnableConfig, target: RunnableConfig, metadata: dict[str, Any]
+    ) -> bool:
+        # Not sized: the copy is a checkpoint stored within the budget, and the run's own
+        # checkpoint, which replaces it, is sized when it is put.
+        if isinstance(self.inner, CopiesCheckpoints):
+            await self._fence()
+            return await self.inner.acopy_checkpoint(source, target, metadata)
+        return await copy_decoded(self, source, target, metadata)
 
     def put_writes(
         self,

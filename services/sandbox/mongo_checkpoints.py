@@ -106,18 +106,31 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
+        return await self.aput_serialized(
+            config, checkpoint["id"], self.serde.dumps_typed(checkpoint), metadata
+        )
+
+    async def aput_serialized(
+        self,
+        config: RunnableConfig,
+        checkpoint_id: str,
+        typed: tuple[str, bytes],
+        metadata: CheckpointMetadata,
+    ) -> RunnableConfig:
+        """``aput`` of a checkpoint its caller serialized already (services/sandbox/
+        checkpoint_bytes.py)."""
         thread_id, checkpoint_ns = _thread_of(config)
-        checkpoint_id = _identifier(checkpoint["id"], "checkpoint id")
+        checkpoint_id = _identifier(checkpoint_id, "checkpoint id")
         parent = config["configurable"].get("checkpoint_id")
-        type_, serialized = self.serde.dumps_typed(checkpoint)
+        metadata = get_checkpoint_metadata(config, metadata)
         document: Document = {
             "thread_id": thread_id,
             "checkpoint_ns": checkpoint_ns,
             "checkpoint_id": checkpoint_id,
             "parent_checkpoint_id": None if parent is None else _identifier(parent, "parent"),
-            "type": type_,
-            "checkpoint": serialized,
-            "metadata": dumps_metadata(self.serde, get_checkpoint_metadata(config, metadata)),
+            "type": typed[0],
+            "checkpoint": typed[1],
+            "metadata": dumps_metadata(self.serde, metadata),
         }
         run = current_run()
         if run is not None:
@@ -144,6 +157,21 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
                 "checkpoint_id": checkpoint_id,
             }
         }
+
+    async def acopy_checkpoint(
+        self, source: RunnableConfig, target: RunnableConfig, metadata: dict[str, Any]
+    ) -> bool:
+        """A checkpoint put under another thread as it is stored: its bytes are not decoded
+        (services/sandbox/checkpoint_bytes.py); its metadata, a few small values, is."""
+        thread_id, checkpoint_ns = _thread_of(source)
+        found = await self._stored(thread_id, checkpoint_ns, get_checkpoint_id(source))
+        if found is None:
+            return False
+        document, _ = found
+        updated: Any = {**loads_metadata(self.serde, document["metadata"]), **metadata}
+        typed = (document["type"], document["checkpoint"])
+        await self.aput_serialized(target, document["checkpoint_id"], typed, updated)
+        return True
 
     async def write_head(self, run: Run, key: tuple[str, str], known: Known) -> None:
         """Store a checkpoint the run holds, with its writes, as its thread's head."""
@@ -291,11 +319,19 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         thread_id, checkpoint_ns = _thread_of(config)
-        wanted = get_checkpoint_id(config)
+        found = await self._stored(thread_id, checkpoint_ns, get_checkpoint_id(config))
+        return None if found is None else self._tuple(*found)
+
+    async def _stored(
+        self, thread_id: str, checkpoint_ns: str, wanted: str | None
+    ) -> tuple[Document, list[Document]] | None:
+        """A checkpoint's document and its pending writes, still serialized: ``wanted``, or the
+        thread's newest. Within a run, from what the run holds or read already, and the newest
+        read is remembered."""
         run = current_run()
         current = None if run is None else run.newest.get((thread_id, checkpoint_ns))
         if current is not None and wanted in (None, current.document["checkpoint_id"]):
-            return self._tuple(current.document, current.writes)
+            return current.document, current.writes
         found_none = run is not None and run.heads.get((thread_id, checkpoint_ns), 1) is None
         if found_none and wanted is None:
             return None  # the run found no head, and has put no checkpoint since
@@ -316,7 +352,7 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
         writes = await self._writes_of(document)
         if run is not None and wanted is None:
             run.newest[(thread_id, checkpoint_ns)] = Known(document, writes)
-        return self._tuple(document, writes)
+        return document, writes
 
     async def alist(
         self,

@@ -16,6 +16,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import StateSnapshot
 
+from services.sandbox.checkpoint_bytes import CopiesCheckpoints, copy_decoded
 from shared.events import ThreadTurn
 
 BASE_COPY_KEY = "interlock_base"
@@ -40,21 +41,21 @@ async def copy_base(saver: object, turn: ThreadTurn, config: RunnableConfig) -> 
     wanted: dict[str, Any] = {"thread_id": turn.base, "checkpoint_ns": ""}
     if turn.base_checkpoint_id is not None:
         wanted["checkpoint_id"] = turn.base_checkpoint_id
-    found = await saver.aget_tuple({"configurable": wanted})
-    if found is None:
-        if turn.base_checkpoint_id is not None:
-            raise CheckpointNotFound(
-                f"checkpoint {turn.base_checkpoint_id} of the thread {turn.thread_id} is not"
-                " stored (deleted by its retention, or never written)"
-            )
-        return False
+    source: RunnableConfig = {"configurable": wanted}
     target: RunnableConfig = {
         "configurable": {"thread_id": config["configurable"]["thread_id"], "checkpoint_ns": ""}
     }
-    metadata = {**found.metadata, "source": "fork", BASE_COPY_KEY: turn.base}
-    checkpoint = found.checkpoint
-    await saver.aput(target, checkpoint, metadata, dict(checkpoint["channel_versions"]))  # type: ignore[arg-type]
-    return True
+    metadata = {"source": "fork", BASE_COPY_KEY: turn.base}
+    if isinstance(saver, CopiesCheckpoints):  # the sandbox's: the stored bytes, never decoded
+        copied = await saver.acopy_checkpoint(source, target, metadata)
+    else:
+        copied = await copy_decoded(saver, source, target, metadata)
+    if not copied and turn.base_checkpoint_id is not None:
+        raise CheckpointNotFound(
+            f"checkpoint {turn.base_checkpoint_id} of the thread {turn.thread_id} is not"
+            " stored (deleted by its retention, or never written)"
+        )
+    return copied
 
 
 def is_base_copy(snapshot: StateSnapshot) -> bool:

@@ -18,6 +18,7 @@ from langgraph.types import Command, interrupt
 from pymongo import AsyncMongoClient, MongoClient, monitoring
 
 from services.sandbox.checkpoint_run import known_to_be_new
+from services.sandbox.checkpointer import GuardedSaver
 from services.sandbox.mongo_checkpoints import AsyncMongoSaver, run_scope
 from services.sandbox.thread_base import copy_base
 from shared.errors import Fenced
@@ -292,3 +293,51 @@ async def test_a_turn_starts_from_its_bases_copy_and_stores_only_its_own_checkpo
     before = (await graph.aget_state(base)).values["log"]
     assert second["log"][: len(before)] == before and len(second["log"]) > len(before)
     assert await db["checkpoints"].count_documents({"thread_id": "turn-2"}) == 0
+
+
+class CountedCheckpoints:
+    """The saver's serializer, counting what it encodes and decodes of checkpoints (their writes
+    and metadata are small, and not counted)."""
+
+    def __init__(self, serde: Any) -> None:
+        self.serde, self.encoded, self.decoded = serde, 0, 0
+
+    @staticmethod
+    def _is_checkpoint(value: Any) -> bool:
+        return isinstance(value, dict) and "channel_values" in value
+
+    def dumps_typed(self, value: Any) -> tuple[str, bytes]:
+        self.encoded += self._is_checkpoint(value)
+        return self.serde.dumps_typed(value)  # type: ignore[no-any-return]
+
+    def loads_typed(self, typed: tuple[str, bytes]) -> Any:
+        value = self.serde.loads_typed(typed)
+        self.decoded += self._is_checkpoint(value)
+        return value
+
+
+async def test_a_turn_decodes_the_conversation_once_and_encodes_it_once(
+    database: tuple[Any, Commands, str],
+) -> None:
+    """A turn's checkpoint is the whole conversation, so each pass over it grows with the turns:
+    the copy of the base moves its stored bytes, the guard's size check and the put share one
+    encoding, and only the graph's read of its thread decodes (4 encodes and 2 decodes before)."""
+    db, _, _ = database
+    saver = AsyncMongoSaver(db)
+    guarded = GuardedSaver(saver, max_checkpoint_bytes=1_000_000)
+    graph = graph_on(guarded)
+    base = {"configurable": {"thread_id": "turn-1"}}
+    async with run_scope():
+        await graph.ainvoke({"log": []}, base, durability="exit")
+        await graph.ainvoke(Command(resume="ok"), base, durability="exit")
+    counted = CountedCheckpoints(saver.serde)
+    saver.serde = guarded.serde = counted  # type: ignore[assignment]
+    turn = {"configurable": {"thread_id": "turn-2"}}
+    async with run_scope():
+        known_to_be_new("turn-2")
+        assert await copy_base(guarded, ThreadTurn(thread_id="t", turn=2, base="turn-1"), turn)
+        second = await graph.ainvoke({"log": ["again"]}, turn, durability="exit")
+    assert (counted.encoded, counted.decoded) == (1, 1)
+    assert second["log"][:4] == ["first", "review:ok", "last", "again"]
+    stored = await saver.aget_tuple(turn)
+    assert stored is not None and stored.checkpoint["channel_values"]["log"] == second["log"]
