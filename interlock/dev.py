@@ -149,7 +149,7 @@ async def on_infrastructure(settings: DevSettings) -> AsyncIterator[Wiring]:
             bus=bus,
             publisher=bus.publisher,
             store=store,
-            checkpointer=AsyncMongoSaver(store.database),
+            checkpointer=AsyncMongoSaver(store.database, compress=store.compress_state),
         )
     finally:
         await store.close()

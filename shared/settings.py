@@ -33,6 +33,11 @@ class CommonSettings(BaseSettings):
     """Log every database command slower than this (``store.slow_command``, with its collection
     and the field names it filters on). None: only the ``interlock_store_command_seconds``
     histogram."""
+    store_compression: bool = True
+    """Write state-sized values (execution bodies, checkpoints) compressed once they are 1 KiB
+    or more (shared/store/mongo/compression.py). Both forms are read either way; false keeps
+    writing the plain form while pods of a release that cannot read it still run (a rolling
+    upgrade from it: docs/architecture.md, "Upgrading to compressed state")."""
     store_init_at_start: bool = True
     """Create the store's indexes and run its migrations at start-up, as ``interlock store init``
     does. The manifests turn it off: there the store-init init container does it as the migrator,

@@ -166,7 +166,7 @@ def create_app(settings: SandboxSettings | None = None) -> FastStream:
     async def start() -> None:
         size_thread_pool(settings)
         # On the store's own client: one pool, the same timeouts and command timing.
-        checkpointer = AsyncMongoSaver(store.database)
+        checkpointer = AsyncMongoSaver(store.database, compress=store.compress_state)
         sandbox, graphs = build_sandbox(settings, store, publisher, checkpointer)
         late.graphs = graphs
         await publish_agent_versions(graphs, store)

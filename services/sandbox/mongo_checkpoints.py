@@ -31,6 +31,10 @@ other filter):
   read, and so are its heads (the newest id only), so executions suspended before the upgrade
   resume.
 
+A checkpoint or a write of 1 KiB or more is stored compressed, its type saying so
+(shared/store/mongo/compression.py): what a turn moves no longer grows with the conversation as
+fast as its state does.
+
 Writes merge as LangGraph's savers merge them: a write of a special channel (errors, interrupts,
 resumes) replaces an earlier one of the same task and index, any other write keeps its first
 value.
@@ -63,6 +67,7 @@ from services.sandbox.checkpoint_run import run_scope as run_scope
 from services.sandbox.thread_base import BASE_COPY_KEY
 from shared.errors import Fenced
 from shared.store.mongo.checkpoint_erasure import CHECKPOINTS, HEADS, LEGACY_WRITES, WRITE_SETS
+from shared.store.mongo.compression import loaded_typed, stored_typed
 
 MAX_WRITE_SETS = 10_000
 
@@ -90,8 +95,11 @@ def _thread_of(config: RunnableConfig) -> tuple[str, str]:
 
 
 class AsyncMongoSaver(BaseCheckpointSaver[int]):
-    def __init__(self, database: AsyncDatabase[Document]) -> None:
+    def __init__(self, database: AsyncDatabase[Document], *, compress: bool = True) -> None:
+        """``compress``: store checkpoints and writes compressed once big enough
+        (shared/store/mongo/compression.py); both forms are read either way."""
         super().__init__()
+        self._compress = compress
         self._checkpoints = database[CHECKPOINTS]
         self._heads = database[HEADS]
         self._write_sets = database[WRITE_SETS]
@@ -119,6 +127,17 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
     ) -> RunnableConfig:
         """``aput`` of a checkpoint its caller serialized already (services/sandbox/
         checkpoint_bytes.py)."""
+        stored = stored_typed(typed, enabled=self._compress)
+        return await self._put_stored(config, checkpoint_id, stored, metadata)
+
+    async def _put_stored(
+        self,
+        config: RunnableConfig,
+        checkpoint_id: str,
+        stored: tuple[str, bytes],
+        metadata: CheckpointMetadata,
+    ) -> RunnableConfig:
+        """``aput`` of a checkpoint in its stored form (``stored_typed``)."""
         thread_id, checkpoint_ns = _thread_of(config)
         checkpoint_id = _identifier(checkpoint_id, "checkpoint id")
         parent = config["configurable"].get("checkpoint_id")
@@ -128,8 +147,8 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
             "checkpoint_ns": checkpoint_ns,
             "checkpoint_id": checkpoint_id,
             "parent_checkpoint_id": None if parent is None else _identifier(parent, "parent"),
-            "type": typed[0],
-            "checkpoint": typed[1],
+            "type": stored[0],
+            "checkpoint": stored[1],
             "metadata": dumps_metadata(self.serde, metadata),
         }
         run = current_run()
@@ -161,16 +180,17 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
     async def acopy_checkpoint(
         self, source: RunnableConfig, target: RunnableConfig, metadata: dict[str, Any]
     ) -> bool:
-        """A checkpoint put under another thread as it is stored: its bytes are not decoded
-        (services/sandbox/checkpoint_bytes.py); its metadata, a few small values, is."""
+        """A checkpoint put under another thread as it is stored: its bytes are neither decoded
+        (services/sandbox/checkpoint_bytes.py) nor decompressed; its metadata, a few small
+        values, is."""
         thread_id, checkpoint_ns = _thread_of(source)
         found = await self._stored(thread_id, checkpoint_ns, get_checkpoint_id(source))
         if found is None:
             return False
         document, _ = found
         updated: Any = {**loads_metadata(self.serde, document["metadata"]), **metadata}
-        typed = (document["type"], document["checkpoint"])
-        await self.aput_serialized(target, document["checkpoint_id"], typed, updated)
+        stored = (document["type"], document["checkpoint"])
+        await self._put_stored(target, document["checkpoint_id"], stored, updated)
         return True
 
     async def write_head(self, run: Run, key: tuple[str, str], known: Known) -> None:
@@ -236,7 +256,7 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
         _identifier(task_path, "task_path")
         stored = []
         for position, (channel, value) in enumerate(writes):
-            type_, serialized = self.serde.dumps_typed(value)
+            type_, serialized = stored_typed(self.serde.dumps_typed(value), enabled=self._compress)
             stored.append(
                 {
                     "task_id": task_id,
@@ -436,11 +456,15 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
         parent = document.get("parent_checkpoint_id")
         return CheckpointTuple(
             {"configurable": {**thread, "checkpoint_id": document["checkpoint_id"]}},
-            self.serde.loads_typed((document["type"], document["checkpoint"])),
+            self.serde.loads_typed(loaded_typed(document["type"], document["checkpoint"])),
             loads_metadata(self.serde, document["metadata"]),
             {"configurable": {**thread, "checkpoint_id": parent}} if parent else None,
             [
-                (w["task_id"], w["channel"], self.serde.loads_typed((w["type"], w["value"])))
+                (
+                    w["task_id"],
+                    w["channel"],
+                    self.serde.loads_typed(loaded_typed(w["type"], w["value"])),
+                )
                 # Ordered as LangGraph's Postgres saver orders them: concurrent calls leave no
                 # order of their own.
                 for w in sorted(writes, key=lambda w: (w["task_path"], w["task_id"], w["idx"]))

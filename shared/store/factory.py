@@ -30,4 +30,5 @@ def mongo_store(settings: CommonSettings) -> MongoStore:
         settings.mongodb_database,
         operation_timeout_ms=settings.mongodb_timeout_ms,
         slow_command_ms=settings.mongodb_slow_command_ms,
+        compress_state=settings.store_compression,
     )

@@ -15,6 +15,7 @@ from typing import Any
 from pymongo import AsyncMongoClient
 
 from shared.domain.execution import Execution
+from shared.store.mongo.executions import stored_execution
 from tests.chaos.invariants import ConversationRecord, EffectCall, Observation, ProcessStats
 from tests.e2e.cluster import SERVICES, Cluster
 from tests.e2e.effects import Effects
@@ -99,6 +100,7 @@ async def read_store(
     try:
         db = client[database]
         latest: dict[str, dict[str, Any]] = {}
+        whole: dict[str, Execution] = {}
         query = {"execution_id": {"$in": sorted(ids)}}
         heads = db["executions"].find({"_id": {"$in": sorted(ids)}})
         versions = db["execution_versions"].find(query)
@@ -106,9 +108,11 @@ async def read_store(
             async for document in cursor:
                 current = latest.get(document["execution_id"])
                 newer = current is None or document["version"] > current["version"]
-                if "body" in document and newer:
+                execution = stored_execution(document)
+                if execution is not None and newer:
                     latest[document["execution_id"]] = document
-        executions = {k: Execution.model_validate_json(d["body"]) for k, d in latest.items()}
+                    whole[document["execution_id"]] = execution
+        executions = {k: whole[k] for k in latest}
         steps: dict[str, list[str]] = defaultdict(list)
         async for document in db["steps"].find(query, {"_id": 1, "execution_id": 1}):
             steps[document["execution_id"]].append(str(document["_id"]))

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import pytest
 from pymongo import AsyncMongoClient
 
+from shared.store.mongo.compression import decompressed, loaded_typed
 from tests.e2e.cluster import REPO, SERVICES, Cluster
 from tests.e2e.conftest import Api, ledger_entries
 
@@ -86,12 +87,28 @@ def files_holding(folders: list[Path], needle: str, *, skip: tuple[str, ...] = (
     return found
 
 
+def readable(document: dict[str, Any]) -> dict[str, Any]:
+    """``document`` with what the store compressed (shared/store/mongo/compression.py) read back,
+    so that a search sees into it."""
+    opened = dict(document)
+    if isinstance(opened.get("body_zlib"), bytes):
+        opened["body_zlib"] = decompressed(opened["body_zlib"]).decode()
+    type_ = opened.get("type")
+    if isinstance(type_, str):
+        for field in ("checkpoint", "value"):
+            if isinstance(opened.get(field), bytes):
+                opened[field] = loaded_typed(type_, opened[field])[1]
+    if isinstance(opened.get("writes"), list):  # a checkpoint's pending writes, each typed
+        opened["writes"] = [readable(w) if isinstance(w, dict) else w for w in opened["writes"]]
+    return opened
+
+
 async def stored_documents(uri: str, database: str) -> list[str]:
     client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(uri)
     try:
         db = client[database]
         return [
-            json.dumps(document, default=str)
+            json.dumps(readable(document), default=str)
             for name in await db.list_collection_names()
             async for document in db[name].find()
         ]

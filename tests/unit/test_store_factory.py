@@ -112,14 +112,22 @@ def test_the_four_services_get_the_same_client_options(monkeypatch: pytest.Monke
         # Process-wide set-up that other tests' log captures depend on: not done here.
         monkeypatch.setattr(app_module, "configure_logging", lambda *_, **__: None)
         monkeypatch.setattr(app_module, "configure_tracing", lambda *_: None)
-    common = {"mongodb_timeout_ms": 4321, "mongodb_slow_command_ms": 25.0}
+    common = {
+        "mongodb_timeout_ms": 4321,
+        "mongodb_slow_command_ms": 25.0,
+        "store_compression": False,
+    }
     gateway.create_app(gateway.GatewaySettings(**common))
     orchestrator.create_app(orchestrator.OrchestratorSettings(**common))
     sandbox.create_app(sandbox.SandboxSettings(**common))
     notifier.create_app(notifier.NotifierSettings(**common))
     assert len(made) == 4
     assert len(set(map(repr, made))) == 1, made
-    assert made[0][2] == {"operation_timeout_ms": 4321, "slow_command_ms": 25.0}
+    assert made[0][2] == {
+        "operation_timeout_ms": 4321,
+        "slow_command_ms": 25.0,
+        "compress_state": False,
+    }
 
 
 class _Client:

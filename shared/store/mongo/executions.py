@@ -14,13 +14,14 @@ from pymongo.errors import DuplicateKeyError
 
 from shared.domain.execution import Execution, ExecutionStatus
 from shared.store.cursor import decode_cursor, encode_cursor
+from shared.store.mongo.compression import compressed, decompressed
 from shared.store.mongo.markers import WaitingMarkers, deadline_key, undelivered_key
 from shared.store.ports import Claim, Page
 
 Document = dict[str, Any]
 
 
-def _scope_fields(execution: Execution) -> Document:
+def _scope_fields(execution: Execution, *, compress: bool) -> Document:
     return {
         "schema_version": execution.schema_version,
         "execution_id": execution.execution_id,
@@ -33,8 +34,16 @@ def _scope_fields(execution: Execution) -> Document:
         # orchestrators, whose sweeps query them, may still run during an upgrade.
         "deadline_key": deadline_key(execution),
         "undelivered_key": undelivered_key(execution),
-        "body": execution.model_dump_json(),
+        **_body(execution, compress=compress),
     }
+
+
+def _body(execution: Execution, *, compress: bool) -> Document:
+    """The execution itself: its JSON, compressed (``body_zlib``) once big enough, which an
+    ended execution holding its final state is (shared/store/mongo/compression.py)."""
+    text = execution.model_dump_json()
+    packed = compressed(text.encode(), enabled=compress)
+    return {"body": text} if packed is None else {"body_zlib": packed}
 
 
 def _version_id(execution_id: str, version: int) -> str:
@@ -43,7 +52,19 @@ def _version_id(execution_id: str, version: int) -> str:
 
 
 def _from_document(document: Document) -> Execution:
+    packed = document.get("body_zlib")
+    if packed is not None:
+        return Execution.model_validate_json(decompressed(packed))
     return Execution.model_validate_json(document["body"])
+
+
+def stored_execution(document: Document) -> Execution | None:
+    """The execution a document of ``executions`` or ``execution_versions`` holds, in either
+    form; None for the stub of a superseded version (for readers of the raw collections: the
+    chaos suite's ledger)."""
+    if "body" not in document and "body_zlib" not in document:
+        return None
+    return _from_document(document)
 
 
 def _stub(execution: Execution, version: int) -> Document:
@@ -93,7 +114,8 @@ class MongoExecutionStore:
       its marker around its compare-and-set; executions that wait on nothing write none.
     """
 
-    def __init__(self, database: AsyncDatabase[Document]) -> None:
+    def __init__(self, database: AsyncDatabase[Document], *, compress: bool = True) -> None:
+        self._compress = compress
         self._versions = database["execution_versions"]
         self._heads = database["executions"]
         self._markers = WaitingMarkers(database, self._read)
@@ -136,7 +158,9 @@ class MongoExecutionStore:
         first = execution.model_copy(update={"version": 1})
         await self._markers.before_write(None, first)  # a new request waits on nothing
         try:
-            await self._heads.insert_one({"_id": first.execution_id, **_scope_fields(first)})
+            await self._heads.insert_one(
+                {"_id": first.execution_id, **_scope_fields(first, compress=self._compress)}
+            )
         except DuplicateKeyError:
             existing = await self._newest(execution.execution_id)
             if existing is None:  # heads are never deleted: a bug, not a race
@@ -166,7 +190,7 @@ class MongoExecutionStore:
         stored = successor.model_copy(update={"version": current.version + 1})
         document = {
             "_id": _version_id(stored.execution_id, stored.version),
-            **_scope_fields(stored),
+            **_scope_fields(stored, compress=self._compress),
         }
         # Before the compare-and-set: a writer that dies after it leaves no waiting execution
         # without its marker (a marker without its version is checked and removed).

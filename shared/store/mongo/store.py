@@ -27,11 +27,20 @@ Document = dict[str, Any]
 
 
 class MongoStore:
-    def __init__(self, client: AsyncMongoClient[Document], database_name: str) -> None:
+    def __init__(
+        self,
+        client: AsyncMongoClient[Document],
+        database_name: str,
+        *,
+        compress_state: bool = True,
+    ) -> None:
+        """``compress_state``: write state-sized values (execution bodies, the sandbox's
+        checkpoints) compressed once big enough (shared/store/mongo/compression.py)."""
         self._client = client
         self._database_name = database_name
+        self.compress_state = compress_state
         database = client[database_name]
-        self.executions = MongoExecutionStore(database)
+        self.executions = MongoExecutionStore(database, compress=compress_state)
         self.decisions = MongoDecisionClaims(database)
         self.steps = MongoStepStore(database)
         self.attempts = MongoAttemptLedger(database)
@@ -53,6 +62,7 @@ class MongoStore:
         timeout_ms: int = 5_000,
         operation_timeout_ms: int | None = None,
         slow_command_ms: float | None = None,
+        compress_state: bool = True,
     ) -> MongoStore:
         """Create the client; nothing is sent until the first operation. With
         ``operation_timeout_ms``, no operation takes longer (it raises a ``PyMongoError``). Every
@@ -69,7 +79,7 @@ class MongoStore:
             appname="interlock",
             event_listeners=[CommandWatch(slow_command_ms), ConnectionWatch()],
         )
-        return cls(client, database_name)
+        return cls(client, database_name, compress_state=compress_state)
 
     @property
     def database(self) -> AsyncDatabase[Document]:
