@@ -2,7 +2,7 @@
 it loads and publishes it with the agent's version (``publish_agent_versions``), and the
 gateway answers ``getGraph``, ``getSchemas`` and ``getSubgraphs`` from the store exactly as
 LangGraph's Agent Server answered them for the same graphs
-(tests/fixtures/assistants/langgraph_server.json, made by ``record.py``); ``search`` and
+(tests/fixtures/assistants, recorded by ``record.py``); ``search`` and
 ``count`` by graph id, name and metadata; ``/info`` and ``/ok``."""
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from services.sandbox.loading import GraphCache
 from shared.agents import load_registry
 from shared.domain.versions import AgentVersion
 from shared.store.api_keys import Role, create_key
-from tests.fixtures.assistants import record
+from tests.fixtures.assistants import PATHS, recorded
 from tests.unit.inprocess import World
 
 LANGGRAPH = "/langgraph/projects/p1/workspaces/w1"
-RECORDED: dict[str, Any] = json.loads(record.FIXTURE.read_text())
+RECORDED = recorded()
 AGENTS = """
 [agents.described]
 factory = "tests.fixtures.assistants.graphs:build_described"
@@ -73,7 +73,7 @@ async def http(
 async def test_graphs_and_schemas_are_answered_as_langgraphs_server_answers_them(
     http: httpx.AsyncClient, graph: str
 ) -> None:
-    for path in record.PATHS:
+    for path in PATHS:
         answer = await http.get(f"{LANGGRAPH}/assistants/{graph}/{path}")
         assert answer.status_code == 200, f"{path}: {answer.text}"
         # Compared as text: the order of keys and nodes is LangGraph's too.
