@@ -20,16 +20,20 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from services.gateway.action_links import install_action_links
 from services.gateway.auth import GatewayKeys, request_key_id, warn_if_development_key_present
 from services.gateway.conversations import Conversations
+from services.gateway.cors import cors_middleware, parse_origins
 from services.gateway.cursors import PageCursors
 from services.gateway.feed import ExecutionFeed
 from services.gateway.http_metrics import HttpMetricsMiddleware
 from services.gateway.intake import Intake
+from services.gateway.langgraph.assistants import build_assistants_router
+from services.gateway.langgraph.meta import build_meta_router
 from services.gateway.langgraph.requests import MAX_TTL_MINUTES
 from services.gateway.langgraph.routes import build_langgraph_router
 from services.gateway.langgraph.service import LangGraphService
 from services.gateway.limits import install_limits
 from services.gateway.notifications import build_notifications_router
 from services.gateway.problems import install_problem_handlers
+from services.gateway.proxied_json import JsonWhateverTypeMiddleware
 from services.gateway.routes import build_router
 from services.gateway.stream import StreamBounds, StreamLimits, install_stream
 from services.gateway.web import SignInDefaults, install_api_docs, install_review_page
@@ -78,6 +82,12 @@ class GatewaySettings(CommonSettings):
     stream_max_seconds: float = Field(default=900.0, gt=0, le=86_400)
     """An execution stream closes after this long; the client reconnects with Last-Event-ID
     (browsers do on their own) and continues where it stopped."""
+    cors_origins: str | None = None
+    """Comma-separated origins (``https://chat.example.com``) whose pages may call the API from
+    a browser (CORS, preflights included), or ``*`` for any page. Unset: in development, pages
+    served from localhost, 127.0.0.1 or [::1] on any port; elsewhere none. Keys travel in
+    headers only, never cookies, so an allowed page can do only what its user's key allows
+    (services/gateway/cors.py)."""
     trusted_proxies: str = ""
     """Comma-separated IPs or CIDRs of the reverse proxies in front of the gateway: only from
     them is ``X-Forwarded-For`` believed, for the client address the rate limit charges. Empty:
@@ -107,6 +117,15 @@ class GatewaySettings(CommonSettings):
                     f"INTERLOCK_TRUSTED_PROXIES: {entry!r} is not an IP address or CIDR"
                 ) from None
         return ",".join(entries)
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _origins_are_origins(cls, value: str | None) -> str | None:
+        return None if value is None else ",".join(parse_origins(value))
+
+    @property
+    def cors_origin_list(self) -> list[str]:
+        return parse_origins(self.cors_origins or "")
 
     @property
     def trusted_proxy_list(self) -> list[str]:
@@ -177,7 +196,17 @@ def create_app(
         identify=request_key_id(keys),
         trusted_proxies=settings.trusted_proxy_list,
     )
-    # Added after the limits, so it runs before them: requests they turn away are counted too.
+    # Each added later runs earlier. Before the limits: LangGraph's bodies read as JSON
+    # whatever type a proxy declared, so the JSON limits scan them too.
+    app.add_middleware(JsonWhateverTypeMiddleware)
+    # Before the limits too: a preflight is answered at once, and the problems the limits
+    # answer (429, 413) carry the CORS headers a page needs to read them.
+    app.add_middleware(
+        cors_middleware,
+        origins=settings.cors_origin_list,
+        local_by_default=settings.environment == "development",
+    )
+    # First of all: every request is counted, preflights and those the limits turn away too.
     app.add_middleware(HttpMetricsMiddleware)
     install_routes(app, settings, clients, registry, keys, feed)
     # A server span per request (continuing a caller's traceparent); probes and scrapes are
@@ -322,7 +351,10 @@ def install_routes(
     app.include_router(build_notifications_router(store.notifications, keys, cursors))
     # langgraph-sdk's client speaks to this one (services/gateway/langgraph/).
     langgraph = LangGraphService(intake, store, feed, bounds, conversations)
-    app.include_router(build_langgraph_router(langgraph, registry, keys))
+    app.include_router(build_langgraph_router(langgraph, keys))
+    app.include_router(build_assistants_router(registry, store.agent_versions, keys))
+    # /info and /ok, which LangGraph's UIs call first, with or without a key.
+    app.include_router(build_meta_router(store))
     # In development the review page offers the development key's project (never the key).
     dev_sign_in = SignInDefaults(DEV_PROJECT) if settings.environment == "development" else None
     install_review_page(app, sign_in=dev_sign_in)

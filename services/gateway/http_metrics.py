@@ -12,6 +12,9 @@ from shared import metrics
 UNMATCHED = "unmatched"
 """The route label of a request turned away before routing (rate limit, body limit) or of a
 path no route serves."""
+PREFLIGHT = "preflight"
+"""The route label of a browser's CORS preflight, answered before routing
+(services/gateway/cors.py)."""
 
 
 class HttpMetricsMiddleware:
@@ -35,9 +38,15 @@ class HttpMetricsMiddleware:
             await self.app(scope, receive, observe_status)
         finally:
             # FastAPI puts the matched route in the scope while routing.
-            route = getattr(scope.get("route"), "path", None) or UNMATCHED
             method = str(scope.get("method", ""))
+            route = getattr(scope.get("route"), "path", None) or (
+                PREFLIGHT if method == "OPTIONS" and _asks_cors(scope) else UNMATCHED
+            )
             metrics.HTTP_REQUESTS.labels(method, route, str(status)).inc()
             metrics.HTTP_REQUEST_SECONDS.labels(method, route).observe(
                 time.perf_counter() - started
             )
+
+
+def _asks_cors(scope: Scope) -> bool:
+    return any(name == b"access-control-request-method" for name, _ in scope["headers"])

@@ -402,7 +402,7 @@ class RateLimitMiddleware:
         self.exempt_paths = exempt_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or _route_path(scope) in self.exempt_paths:
+        if scope["type"] != "http" or route_path(scope) in self.exempt_paths:
             await self.app(scope, receive, send)
             return
         try:
@@ -431,7 +431,7 @@ class RateLimitMiddleware:
         await self.app(scope, receive, send)
 
 
-def _route_path(scope: Scope) -> str:
+def route_path(scope: Scope) -> str:
     # Behind a proxy prefix (``--root-path``) the ASGI path carries the prefix.
     path: str = scope["path"]
     root: str = scope.get("root_path", "")

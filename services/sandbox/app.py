@@ -13,6 +13,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from pydantic import Field
 
 from services.sandbox.checkpointer import GuardedSaver
+from services.sandbox.description import describe
 from services.sandbox.handlers import Sandbox
 from services.sandbox.loading import GraphCache
 from services.sandbox.mongo_checkpoints import AsyncMongoSaver
@@ -86,12 +87,13 @@ def size_thread_pool(settings: SandboxSettings) -> None:
 
 
 async def publish_agent_versions(graphs: GraphCache, store: Store) -> None:
-    """Load every agent now and tell the gateway and the orchestrator which versions run here.
-    One that cannot be loaded is reported (logged, ``interlock_agents_unloadable``, the
-    readiness probe, and in the store for the agents routes) and its new executions fail with
-    the reason, its suspensions wait; the others serve."""
+    """Load every agent now and tell the gateway and the orchestrator which versions run here,
+    each with how its graph looks (LangGraph's assistants routes). One that cannot be loaded is
+    reported (logged, ``interlock_agents_unloadable``, the readiness probe, and in the store for
+    the agents routes) and its new executions fail with the reason, its suspensions wait; the
+    others serve."""
     for loaded in graphs.load_all():
-        await store.agent_versions.publish(loaded.version)
+        await store.agent_versions.publish(loaded.version, describe(loaded.graph, loaded.spec.name))
         metrics.AGENTS_UNLOADABLE.labels(loaded.spec.name).set(0)
         log.info("agent.loaded", agent=loaded.spec.name, fingerprint=loaded.fingerprint)
     for agent, reason in graphs.unloadable.items():

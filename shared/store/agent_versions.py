@@ -1,5 +1,6 @@
 """Which version of each agent the sandboxes run now, published by each sandbox at start-up,
-and which agents they cannot load (with why), for the agents routes and operators.
+with how its graph looks (for LangGraph's assistants routes), and which agents they cannot load
+(with why), for the agents routes and operators.
 
 The gateway reads it to refuse, synchronously and with both versions named, a decision that
 would resume a suspension under different agent code. (The orchestrator does not: the sandbox
@@ -13,14 +14,18 @@ from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from shared.domain.decisions import check_agent_version
+from shared.domain.descriptions import AgentDescription
 from shared.domain.execution import Execution
 from shared.domain.versions import AgentVersion
 
 
 class AgentVersions(Protocol):
-    async def publish(self, version: AgentVersion) -> None:
-        """The version the sandboxes run now; clears a load error reported before (the agent
-        loads again)."""
+    async def publish(
+        self, version: AgentVersion, description: AgentDescription | None = None
+    ) -> None:
+        """The version the sandboxes run now, with how its graph looks (None: not described;
+        one described before goes with the version it described); clears a load error reported
+        before (the agent loads again)."""
         ...
 
     async def report_unloadable(self, agent: str, reason: str) -> None:
@@ -28,7 +33,15 @@ class AgentVersions(Protocol):
         suspensions still belong to it, and a fixed release resumes them)."""
         ...
 
-    async def get(self, agent: str) -> AgentVersion | None: ...
+    async def get(self, agent: str) -> AgentVersion | None:
+        """The version alone: a read on the path of runs and decisions, which never carries the
+        description along."""
+        ...
+
+    async def description(self, agent: str) -> AgentDescription | None:
+        """How the current version's graph looks, as published with it (LangGraph's assistants
+        routes); None when no version of it was described."""
+        ...
 
     async def unloadable(self) -> dict[str, str]:
         """Every agent the sandboxes last reported they cannot load, with why."""

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from shared.domain.deadlines import DeadlineKind, Deadlines
+from shared.domain.descriptions import AgentDescription
 from shared.domain.execution import Execution, ExecutionStatus
 from shared.domain.versions import AgentVersion
 from shared.events import PendingInterrupt
@@ -277,6 +279,31 @@ async def test_an_unloadable_agent_is_reported_beside_its_version_until_it_loads
     assert await store.agent_versions.unloadable() == {"agent-never": "SyntaxError: worse"}
     stored = await store.agent_versions.get("agent-fixed")
     assert stored is not None and stored.fingerprint == "fp-2"
+
+
+async def test_an_agent_version_is_published_with_how_its_graph_looks(store: Store) -> None:
+    # JSON schemas hold keys no MongoDB-compatible server takes as document keys ($defs, $ref,
+    # dotted names): a description round-trips them as text.
+    schema = {"$defs": {"a.b": {"type": "object"}}, "$ref": "#/$defs/a.b"}
+    described = AgentDescription(
+        graphs=['{"nodes": [], "edges": []}', '{"nodes": [{"id": "sub:x"}], "edges": []}'],
+        schemas=json.dumps({"input_schema": schema, "context_schema": None}),
+        subgraphs=json.dumps({"sub": {"state_schema": schema}}),
+    )
+    version = AgentVersion(agent="agent-drawn", fingerprint="fp-1", input_keys=["messages"])
+    await store.agent_versions.publish(version, described)
+    assert await store.agent_versions.description("agent-drawn") == described
+    # Reading the version, on the path of every run and decision, is unchanged by it.
+    assert await store.agent_versions.get("agent-drawn") == version
+    # A version published without one (a sandbox of the release before) leaves none: a
+    # description never outlives the version it described.
+    await store.agent_versions.publish(version.model_copy(update={"fingerprint": "fp-2"}))
+    assert await store.agent_versions.description("agent-drawn") is None
+    assert await store.agent_versions.description("agent-never-published") is None
+    # A load error reported later keeps both, as it keeps the version.
+    await store.agent_versions.publish(version, described)
+    await store.agent_versions.report_unloadable("agent-drawn", "ImportError: gone")
+    assert await store.agent_versions.description("agent-drawn") == described
 
 
 async def test_undelivered_before_lists_pending_requests_left_undelivered(store: Store) -> None:

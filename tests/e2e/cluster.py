@@ -39,6 +39,7 @@ def decision_keys(run_id: str) -> dict[str, str]:
 
 
 REPO = Path(__file__).resolve().parents[2]
+CORS_ORIGIN = "https://chat.e2e.example"
 
 
 def free_port() -> int:
@@ -70,6 +71,9 @@ class Cluster:
             # Tests poll and race on purpose; the rate limit has a test of its own.
             "INTERLOCK_RATE_LIMIT_PER_SECOND": "1000",
             "INTERLOCK_RATE_LIMIT_BURST": "2000",
+            # A page the gateway lets a browser call it from, as a deployment configures its UI's
+            # (tests/langgraph_sdk/connect_flows.py); outside development none is by default.
+            "INTERLOCK_CORS_ORIGINS": CORS_ORIGIN,
             # Gauges measured every second, so a test sees them move within moments.
             "INTERLOCK_METRICS_POLL_SECONDS": "1",
             # One key for every process, as the deployments share one Secret: without it each

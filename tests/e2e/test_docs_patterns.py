@@ -116,7 +116,7 @@ async def test_a_langgraph_project_runs_distributed_beside_a_broken_agent(
         # Reported where clients and operators look: LangGraph's assistants, the native agents
         # route, and the sandbox's readiness probe (still ready: the others serve).
         assistants = {a["graph_id"]: a["metadata"] for a in await client.assistants.search()}
-        assert assistants["writer"] == {}
+        assert assistants["writer"] == {"created_by": "system"}
         assert "this agent does not load" in str(assistants["broken"]["load_error"])
         async with httpx.AsyncClient(base_url=cluster.base_url, timeout=10) as http:
             listed = await http.get(

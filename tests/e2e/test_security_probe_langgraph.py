@@ -40,6 +40,8 @@ pytestmark = pytest.mark.e2e
 HIGH_VALUE = "high-value-refund"
 ATTACKER_WORKSPACE = "ws2-probe"
 PAST_THE_CAP = 25
+KEYLESS = ("/info", "/ok")
+"""LangGraph's meta routes, which need no key (services/gateway/langgraph/meta.py)."""
 
 
 def langgraph(workspace: str = WORKSPACE) -> str:
@@ -400,6 +402,7 @@ async def test_every_langgraph_route_refuses_a_key_confined_to_another_workspace
         "/threads": {"thread_id": victim.thread_id, "if_exists": "do_nothing"},
         "/threads/search": {"ids": [victim.thread_id]},
         "/assistants/search": {},
+        "/assistants/count": {},
         "/threads/{thread_id}": {"metadata": {"hijacked": True}},
         "/threads/{thread_id}/state": {"values": {"messages": [{"role": "ai", "content": "x"}]}},
         "/threads/{thread_id}/history": {},
@@ -413,8 +416,15 @@ async def test_every_langgraph_route_refuses_a_key_confined_to_another_workspace
             continue
         route = path.removeprefix(prefix)
         url = langgraph() + route.format(
-            thread_id=victim.thread_id, run=run_id, assistant_id=REFUND
+            thread_id=victim.thread_id, run=run_id, assistant_id=REFUND, namespace="review"
         )
+        if route in KEYLESS:
+            # Answered to anyone, the same for every workspace: nothing of one to learn.
+            answer = await http.get(url, headers=bearer(victim.attacker))
+            assert answer.status_code == 200, answer.text
+            elsewhere = await http.get(f"/langgraph/projects/nowhere/workspaces/none{route}")
+            assert answer.json() == elsewhere.json(), route
+            continue
         for method in operations:
             body = bodies.get(route)
             if method == "post" and body is None:
@@ -425,7 +435,7 @@ async def test_every_langgraph_route_refuses_a_key_confined_to_another_workspace
             problem(answer, 404, "not-found")
             assert "victim-secret" not in answer.text
             tried.append((method, route))
-    assert len(tried) == 21, tried
+    assert len(tried) == 26, tried
     await still_waiting(http, victim)
 
 

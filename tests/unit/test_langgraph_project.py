@@ -311,12 +311,17 @@ async def test_interlock_dev_serves_a_langgraph_project_beside_a_broken_agent(
         errors = {agent["name"]: agent["load_error"] for agent in listed["items"]}
         assert errors["writer"] is None
         assert "this agent does not load" in (errors["broken"] or "")
-        found = await dev.http.post(
-            "/langgraph/projects/demo/workspaces/default/assistants/search", json={}
-        )
+        langgraph = "/langgraph/projects/demo/workspaces/default"
+        found = await dev.http.post(f"{langgraph}/assistants/search", json={})
         metadata = {a["graph_id"]: a["metadata"] for a in found.json()}
-        assert metadata["writer"] == {}
+        assert metadata["writer"] == {"created_by": "system"}
         assert "this agent does not load" in metadata["broken"]["load_error"]
+        # The graph the sandbox loaded is drawn; the one it cannot load cannot be.
+        drawn = (await dev.http.get(f"{langgraph}/assistants/writer/graph")).json()
+        assert {n["id"] for n in drawn["nodes"]} == {"__start__", "write", "review", "__end__"}
+        refused = await dev.http.get(f"{langgraph}/assistants/broken/graph")
+        assert refused.status_code == 422, refused.text
+        assert "this agent does not load" in refused.json()["detail"]
 
 
 def test_a_module_agent_has_one_fingerprint_whichever_agents_file_registers_it(

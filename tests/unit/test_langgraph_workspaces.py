@@ -29,6 +29,9 @@ REFUND = "refund-approval"
 INPUT = {"messages": [{"role": "user", "content": "Refund claim CLM-4821"}]}
 RESUME = {"assistant_id": REFUND, "command": {"resume": "approve"}}
 START = {"assistant_id": REFUND, "input": INPUT}
+KEYLESS = {("GET", "/info"), ("GET", "/ok")}
+"""Routes that need no key and answer the same for every project and workspace, as on
+LangGraph's server (services/gateway/langgraph/meta.py): nothing of a workspace to learn."""
 
 
 @dataclass
@@ -104,6 +107,16 @@ def calls(thread: str, run: str) -> dict[tuple[str, str], tuple[str, dict[str, A
     return {
         ("POST", "/assistants/search"): ("/assistants/search", {}),
         ("GET", "/assistants/{assistant_id}"): (f"/assistants/{REFUND}", None),
+        ("POST", "/assistants/count"): ("/assistants/count", {}),
+        ("GET", "/assistants/{assistant_id}/graph"): (f"/assistants/{REFUND}/graph", None),
+        ("GET", "/assistants/{assistant_id}/schemas"): (f"/assistants/{REFUND}/schemas", None),
+        ("GET", "/assistants/{assistant_id}/subgraphs"): (f"/assistants/{REFUND}/subgraphs", None),
+        ("GET", "/assistants/{assistant_id}/subgraphs/{namespace}"): (
+            f"/assistants/{REFUND}/subgraphs/review",
+            None,
+        ),
+        ("GET", "/info"): ("/info", None),
+        ("GET", "/ok"): ("/ok", None),
         ("POST", "/threads"): ("/threads", {"thread_id": thread, "if_exists": "do_nothing"}),
         ("POST", "/threads/search"): ("/threads/search", {"ids": [thread]}),
         ("GET", "/threads/{thread_id}"): (f"/threads/{thread}", None),
@@ -166,8 +179,17 @@ async def test_every_route_is_covered_here(setup: Setup) -> None:
 async def test_a_confined_key_gets_404_on_every_route_of_another_workspace(
     world: World, setup: Setup
 ) -> None:
-    for (method, _), (path, body) in calls(SHARED, setup.run_id).items():
+    for route, (path, body) in calls(SHARED, setup.run_id).items():
+        method = route[0]
         answer = await call(setup, setup.confined, "w1", method, path, body)
+        if route in KEYLESS:
+            async with httpx.AsyncClient(
+                transport=setup.http._transport, base_url="http://gateway"
+            ) as keyless:
+                unknown = await keyless.get(f"/langgraph/projects/p9/workspaces/w9{path}")
+            assert answer.status_code == unknown.status_code == 200, f"{path}: {answer.text}"
+            assert answer.json() == unknown.json(), path
+            continue
         assert answer.status_code == 404, f"{method} {path}: {answer.text}"
         assert answer.headers["content-type"] == "application/problem+json"
         assert "w1-secret" not in answer.text

@@ -15,7 +15,6 @@ import itertools
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
@@ -51,7 +50,6 @@ from services.gateway.langgraph.views import (
 )
 from services.gateway.openapi import json_body
 from services.gateway.problems import Problem
-from shared.agents import AgentRegistry, AgentSpec
 from shared.custom_headers import within_limits
 from shared.domain.execution import Execution, ExecutionStatus
 from shared.events import Identifier
@@ -61,8 +59,6 @@ PREFIX = "/langgraph/projects/{project_id}/workspaces/{workspace_id}"
 TAGS: list[str | Any] = ["langgraph"]
 RawBody = Annotated[Any, Body(include_in_schema=False)]
 RUN_BODY = json_body(RunRequest, required=True)
-STARTED = datetime(2026, 1, 1).isoformat()
-"""Assistants are the registered agents: no creation time of their own."""
 
 
 class ThreadCreate(BaseModel):
@@ -117,19 +113,6 @@ class HistoryRequest(BaseModel):
     select: list[str] | None = None
 
 
-class AssistantSearch(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    limit: int = Field(default=10, ge=1, le=1000)
-    offset: int = Field(default=0, ge=0)
-    graph_id: str | None = None
-    name: str | None = None
-    metadata: dict[str, Any] | None = None
-    sort_by: str | None = None
-    sort_order: str | None = None
-    select: list[str] | None = None
-
-
 @dataclass(frozen=True)
 class StreamStart:
     """A streamed run, started, with the watch that hears it."""
@@ -144,26 +127,8 @@ def selected(body: dict[str, Any], fields: list[str] | None) -> dict[str, Any]:
     return body if not fields else {k: v for k, v in body.items() if k in fields}
 
 
-def assistant_body(spec: AgentSpec, load_error: str | None = None) -> dict[str, Any]:
-    """An agent as LangGraph's Assistant. One the sandboxes cannot load says why in its
-    metadata (LangGraph's server would not have started; here the others serve)."""
-    return {
-        "assistant_id": spec.name,
-        "graph_id": spec.name,
-        "config": {},
-        "context": {},
-        "created_at": STARTED,
-        "updated_at": STARTED,
-        "metadata": {} if load_error is None else {"load_error": load_error},
-        "version": 1,
-        "name": spec.name,
-        "description": spec.description or None,
-    }
-
-
-def build_langgraph_router(
-    service: LangGraphService, registry: AgentRegistry, keys: ApiKeys
-) -> APIRouter:
+def build_langgraph_router(service: LangGraphService, keys: ApiKeys) -> APIRouter:
+    """Threads and runs (assistants: services/gateway/langgraph/assistants.py)."""
     router = api_router()
     # A dependency as a default: the annotations are strings here (postponed), and FastAPI
     # cannot resolve names local to this function from a string.
@@ -171,39 +136,6 @@ def build_langgraph_router(
 
     def scope_of(project_id: str, workspace_id: str) -> Scope:
         return Scope(project_id, workspace_id)
-
-    @router.post(
-        f"{PREFIX}/assistants/search",
-        tags=TAGS,
-        openapi_extra=json_body(AssistantSearch, required=False),
-    )
-    async def search_assistants(
-        project_id: Identifier, workspace_id: Identifier, raw: RawBody = None, key: ApiKey = anyone
-    ) -> list[dict[str, Any]]:
-        """The registered agents as assistants (``graph_id`` and ``name`` filter)."""
-        asked = json_object(raw, AssistantSearch, required=False)
-        errors = await service.agent_load_errors()
-        found = [
-            assistant_body(spec, errors.get(spec.name))
-            for spec in registry.all()
-            if asked.graph_id in (None, spec.name) and asked.name in (None, spec.name)
-        ]
-        return found[asked.offset : asked.offset + asked.limit]
-
-    @router.get(f"{PREFIX}/assistants/{{assistant_id}}", tags=TAGS)
-    async def get_assistant(
-        project_id: Identifier, workspace_id: Identifier, assistant_id: str, key: ApiKey = anyone
-    ) -> dict[str, Any]:
-        spec = registry.get(assistant_id)
-        if spec is None:
-            raise Problem(
-                404,
-                "assistant-not-found",
-                "Assistant not found",
-                f"no assistant {assistant_id!r}; registered: {', '.join(registry.names())}",
-            )
-        errors = await service.agent_load_errors()
-        return assistant_body(spec, errors.get(spec.name))
 
     @router.post(
         f"{PREFIX}/threads", tags=TAGS, openapi_extra=json_body(ThreadCreate, required=False)

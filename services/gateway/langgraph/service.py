@@ -111,9 +111,6 @@ class LangGraphService:
         self.bounds = bounds
         self.conversations = conversations or Conversations(intake, store)
 
-    async def agent_load_errors(self) -> dict[str, str]:
-        return await self._intake.agent_load_errors()
-
     # --- threads --------------------------------------------------------------------------
 
     async def create_thread(
