@@ -252,9 +252,11 @@ class ResumeCommand(BaseModel):
     end: bool = False
 
     @model_validator(mode="after")
-    def _end_alone(self) -> ResumeCommand:
+    def _something_alone(self) -> ResumeCommand:
         if self.end and (self.goto or self.update is not None):
             raise ValueError("'end' drops the pending interrupts: it takes no goto or update")
+        if not (self.end or self.goto or self.update is not None):
+            raise ValueError("a command asks for a goto, an update or the end")
         return self
 
     def summary(self) -> str:

@@ -303,6 +303,18 @@ async def test_regenerate_runs_the_turn_after_the_checkpoint_again(api: Clients)
     # The first answer regenerates from the thread's start.
     first = await run(api.owner, thread, "conversation", checkpoint=branch[1]["parent_checkpoint"])
     assert shown(first.json()["messages"]) == shown(branch[1]["values"]["messages"])
+    # Editing the first message forks from the thread's start with the new input.
+    edited = await run(
+        api.owner,
+        thread,
+        "conversation",
+        input=said("uno"),
+        checkpoint=branch[1]["parent_checkpoint"],
+    )
+    assert [m["content"] for m in edited.json()["messages"]] == [
+        "uno",
+        "turn 1: you said 'uno'; before: []",
+    ]
     # From where the thread stands, nothing followed to run again.
     now = (await api.owner.post(f"/threads/{thread}/history", json={"limit": 1})).json()[0]
     nothing = await run(api.owner, thread, "conversation", checkpoint=now["checkpoint"])

@@ -219,6 +219,8 @@ def test_command_goto_and_update_go_with_the_answer(
     ("command", "slug"),
     [
         ({"goto": 3}, "invalid-request"),
+        ({"goto": []}, "invalid-request"),
+        ({"goto": None, "update": None}, "invalid-request"),
         ({"goto": {"input": 1}}, "invalid-request"),
         ({"update": "note"}, "invalid-request"),
         ({}, "invalid-request"),
