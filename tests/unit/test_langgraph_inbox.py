@@ -217,6 +217,11 @@ async def test_update_state_as_end_answers_the_review_and_ends_the_turn_where_it
     assert turn.status is ExecutionStatus.COMPLETED
     assert turn.decisions[-1].decision == "end (update_state as_node=__end__)"
     assert (turn.decisions[-1].reviewer or "").endswith("(o)")
+    native = await api.owner.get(
+        f"http://gateway/api/v1/projects/p1/executions/{turn.execution_id}",
+        params={"workspace_id": "w1"},
+    )
+    assert native.json()["decisions"][-1]["command"] == {"goto": [], "update": None, "end": True}
     # Any other update of a thread waiting for a review stays refused: the review owns it.
     waiting = await started(api.owner, INBOX, text)
     busy = await api.owner.post(
