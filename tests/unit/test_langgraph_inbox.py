@@ -353,3 +353,19 @@ async def test_interrupted_threads_list_the_most_recently_updated_first(api: Cli
     assert other.json() == []
     wrong = await api.owner.post("/threads/search", json={"sort_by": "name"})
     assert wrong.status_code == 400, wrong.text
+
+
+async def test_the_native_resume_route_judges_a_human_response_by_the_same_rules(
+    api: Clients, world: World
+) -> None:
+    thread = await started(api.owner, INBOX, "reply to ada@example.com, no edits")
+    turn = turn_execution_id("p1", "w1", thread, 1)
+    route = f"http://gateway/api/v1/projects/p1/executions/{turn}/resume"
+    edit = [{"type": "edit", "args": {"action": "send_email", "args": {"to": "x@y.io"}}}]
+    refused = await api.owner.post(route, params={"workspace_id": "w1"}, json={"resume": edit})
+    assert refused.status_code == 400, refused.text
+    assert "allowed: accept, response, ignore" in refused.json()["detail"]
+    accepted = await api.owner.post(route, params={"workspace_id": "w1"}, json={"resume": ACCEPT})
+    assert accepted.status_code == 202, accepted.text
+    assert (await world.execution(turn)).status is ExecutionStatus.COMPLETED
+    assert [e["to"] for e in emails(world)] == ["ada@example.com"]
