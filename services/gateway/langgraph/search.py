@@ -117,7 +117,7 @@ class ThreadFinder:
             project_id, workspace_id, [thread for thread, _ in found]
         )
         live = {t: r for t, r in records.items() if not r.deleted}
-        views = [await self._view(live[t], e) for t, e in found if t in live]
+        views = list(await asyncio.gather(*(self._view(live[t], e) for t, e in found if t in live)))
         if matches is not None:
             views = [v for v in views if matches(v)]
         return (order or Order()).sort(views)[offset : offset + limit]
