@@ -173,7 +173,10 @@ class InterruptReview(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     interrupt_id: str
-    kind: Literal["decision", "actions"]
+    kind: Literal["decision", "actions", "human_interrupt"]
+    """``human_interrupt``: LangGraph's ``HumanInterrupt`` (Agent Inbox's protocol), one action
+    per request, whose ``allowed_decisions`` are the ``HumanResponse`` types its ``config``
+    allows (accept, edit, response, ignore)."""
     mode: Literal["batched", "per_call"] | None = None
     """For action interrupts: how the agent expects the answer."""
     actions: list[ActionReview] = Field(default_factory=list)
@@ -222,6 +225,54 @@ class ActionDecision(BaseModel):
         return {"type": self.type}
 
 
+class SendTo(BaseModel):
+    """LangGraph's ``Send``: run ``node`` with ``input`` as its state."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    node: str = Field(min_length=1, max_length=256)
+    input: JsonValue = None
+
+
+class ResumeCommand(BaseModel):
+    """What an answer to a review asks of the graph beside the values its interrupts return:
+    LangGraph's ``Command(goto=..., update=...)`` (with or without ``resume``), or its
+    ``update_state(None, as_node=END)`` (``end``: the pending interrupts are dropped and the
+    run ends on the state as it stands)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    goto: list[Annotated[str, StringConstraints(min_length=1, max_length=256)] | SendTo] = Field(
+        default_factory=list, max_length=100
+    )
+    """The nodes to run next (``Command.goto``), by name or as ``Send``."""
+    update: dict[str, JsonValue] | list[tuple[str, JsonValue]] | None = None
+    """Channel values written before the graph goes on (``Command.update``): an object, or
+    ``[key, value]`` pairs."""
+    end: bool = False
+
+    @model_validator(mode="after")
+    def _something_alone(self) -> ResumeCommand:
+        if self.end and (self.goto or self.update is not None):
+            raise ValueError("'end' drops the pending interrupts: it takes no goto or update")
+        if not (self.end or self.goto or self.update is not None):
+            raise ValueError("a command asks for a goto, an update or the end")
+        return self
+
+    def summary(self) -> str:
+        """The command in a few words, for the decision's record and the audit."""
+        if self.end:
+            return "end (update_state as_node=__end__)"
+        parts = []
+        if self.goto:
+            names = [g if isinstance(g, str) else f"Send({g.node})" for g in self.goto]
+            parts.append(f"goto {', '.join(names)}")
+        if self.update is not None:
+            keys = self.update if isinstance(self.update, dict) else dict(self.update)
+            parts.append(f"update {', '.join(sorted(keys)) or '(nothing)'}")
+        return "; ".join(parts)
+
+
 # --- inputs from the outside world (gateway or any producer) ---------------------------------
 
 
@@ -255,6 +306,11 @@ class DecisionSubmitted(ExecutionScope):
     resume: JsonValue | None = Field(default=None, exclude_if=lambda v: v is None)
     """LangGraph's form (``Command(resume=...)``): the value ``interrupt()`` returns, any JSON
     but null; or an object keyed by interrupt ids answering each of them."""
+    command: ResumeCommand | None = Field(default=None, exclude_if=lambda v: v is None)
+    """What the answer asks of the graph besides (``Command.goto`` / ``update``, or ``end``);
+    with a command, the answer may leave out ``resume``: the interrupted node then runs again
+    and interrupts again, as in LangGraph. Left out when None, so consumers of an older version
+    read what older producers sent."""
     interrupt_id: str | None = Field(default=None, max_length=256)
     """Which pending interrupt this answers; needed when several are pending."""
     reviewer_notes: str | None = Field(default=None, max_length=10_000)
@@ -274,8 +330,10 @@ class DecisionSubmitted(ExecutionScope):
     @model_validator(mode="after")
     def _one_form(self) -> DecisionSubmitted:
         forms = sum(f is not None for f in (self.decision, self.decisions, self.resume))
-        if forms != 1:
-            raise ValueError("give exactly one of 'decision', 'decisions' or 'resume'")
+        if forms != 1 and not (forms == 0 and self.command is not None):
+            raise ValueError(
+                "give exactly one of 'decision', 'decisions' or 'resume' (or a 'command' alone)"
+            )
         return self
 
     @model_validator(mode="before")
@@ -342,6 +400,9 @@ class ResumeInstruction(BaseModel):
     decided_at: AwareDatetime | None = None
     """When the gateway accepted the decision: the sandbox measures the decision-to-resume
     latency from it. Absent in older commands."""
+    command: ResumeCommand | None = Field(default=None, exclude_if=lambda v: v is None)
+    """What the graph does besides (``goto``, ``update``, or ``end``); absent in older
+    commands and in answers that carry none."""
 
     def resume_values(self) -> dict[str, Any]:
         if self.values is not None:

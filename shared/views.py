@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from shared.domain.decisions import reviews_of
 from shared.domain.execution import Execution, ExecutionStatus
-from shared.events import ActionDecision, AgentInput, InterruptReview
+from shared.events import ActionDecision, AgentInput, InterruptReview, ResumeCommand
 from shared.store.approvals import Approval
 
 
@@ -45,6 +45,8 @@ class DecisionView(BaseModel):
     decisions: list[ActionDecision] | None = None
     resume: Any = None
     """The value sent (LangGraph's form, ``{"resume": ...}``), as the interrupt received it."""
+    command: ResumeCommand | None = None
+    """What the answer asked of the graph besides (``goto``, ``update``, or ``end``)."""
     interrupt_id: str | None = None
     edits: list[dict[str, Any]] = Field(default_factory=list)
     approvers: list[str] | None = None

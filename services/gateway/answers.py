@@ -61,6 +61,7 @@ def resolve(execution: Execution, answer: ReviewAnswer) -> Resolution:
             interrupt_id=answer.interrupt_id,
             suspension_id=answer.generation,
             resume=answer.resume,
+            command=answer.command,
         )
     except NotSuspended as exc:
         _name_the_winner(execution, answer, exc)
@@ -123,9 +124,10 @@ def decision_event(
         project_id=execution.project_id,
         workspace_id=execution.workspace_id,
         suspension_id=suspension_id,
-        decision=resolution.summary if answer.decisions is None and answer.resume is None else None,
+        decision=resolution.summary if answer.decision is not None else None,
         decisions=answer.decisions,
         resume=answer.resume,
+        command=answer.command,
         interrupt_id=answer.interrupt_id,
         reviewer_notes=answer.reviewer_notes,
         reviewer=reviewer.label if reviewer else None,

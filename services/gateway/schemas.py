@@ -197,7 +197,8 @@ class AgentList(BaseModel):
 
 class AuditTrail(BaseModel):
     """Every status change and rejected or parked decision (``items``), and every decision
-    taken with its reviewer, notes, action decisions and edit diffs (``decisions``)."""
+    taken with its reviewer, notes, action decisions, edit diffs and what it asked of the graph
+    besides (``command``) (``decisions``)."""
 
     execution_id: str
     items: list[AuditEntry]

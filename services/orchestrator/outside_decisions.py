@@ -81,6 +81,7 @@ def answer_of(event: DecisionSubmitted) -> ReviewAnswer:
         interrupt_id=event.interrupt_id,
         generation=event.suspension_id,
         reviewer_notes=event.reviewer_notes,
+        command=event.command,
     )
 
 
@@ -213,6 +214,7 @@ class OutsideDecisions:
             interrupt_id=answer.interrupt_id,
             suspension_id=answer.generation,
             resume=answer.resume,
+            command=answer.command,
         )
         assert execution.suspension is not None  # resolve_decision checked it
         reviewer = Reviewer(label=producer.label, identity=producer.identity)

@@ -36,7 +36,7 @@ from shared.domain.execution import (
     ExecutionStatus,
     Suspension,
 )
-from shared.domain.review import summary_of
+from shared.domain.review import described, summary_of
 from shared.events import (
     CancelRequested,
     DecisionSubmitted,
@@ -198,7 +198,9 @@ def on_refused(execution: Execution, report: ExecutionReported) -> Outcome:
     declared compatible or fixed."""
     if report.epoch != execution.epoch:
         return Outcome(execution, ignored=f"stale epoch {report.epoch} (now {execution.epoch})")
-    if execution.status is not S.RESUMING or execution.suspension is None:
+    # The sandbox reports a run started before it reads the checkpoint and refuses, so the
+    # refusal finds the resume running (its epoch says it is this resume's).
+    if execution.status not in (S.RESUMING, S.RUNNING) or execution.suspension is None:
         return Outcome(execution, ignored=f"already {execution.status.value}")
     reason = report.error.message if report.error else "the sandbox refused to resume"
     walk = Walk(execution)
@@ -335,10 +337,12 @@ def on_decision(execution: Execution, event: DecisionSubmitted) -> Outcome:
         interrupt_id=event.interrupt_id,
         suspension_id=event.suspension_id,
         resume=event.resume,
+        command=event.command,
     )
     assert execution.suspension is not None  # resolve_decision checked it
     suspension_id = execution.suspension.suspension_id
-    record = _decision_record(event, resolution.summary, suspension_id).model_copy(
+    summary = described(resolution, event.command)
+    record = _decision_record(event, summary, suspension_id).model_copy(
         update={"values": resolution.values, "edits": resolution.edits}
     )
     walk = Walk(execution)
@@ -351,7 +355,19 @@ def _describe(event: DecisionSubmitted) -> str:
         return event.decision
     if event.resume is not None:
         return summary_of(event.resume)
+    if event.decisions is None and event.command is not None:
+        return event.command.summary()
     return ", ".join(d.type for d in event.decisions or [])
+
+
+def _word_of(parked: Decision) -> str | None:
+    """The Atlas word a parked decision was given as, or None for another form (a parked
+    record keeps ``_describe``'s line: the word, or a command's own summary when alone)."""
+    if parked.decisions is not None or parked.resume is not None:
+        return None
+    if parked.command is not None and parked.decision == parked.command.summary():
+        return None
+    return parked.decision
 
 
 def _answers_suspension_in_flight(execution: Execution, event: DecisionSubmitted) -> bool:
@@ -366,6 +382,7 @@ def _decision_record(event: DecisionSubmitted, decision: str, suspension_id: int
         decision=decision,
         decisions=event.decisions,
         resume=event.resume,
+        command=event.command,
         interrupt_id=event.interrupt_id,
         reviewer_notes=event.reviewer_notes,
         reviewer=event.reviewer,
@@ -401,21 +418,20 @@ def _settle_parked(walk: Walk, event_id: str | None) -> None:
         try:
             resolution = resolve_decision(
                 walk.execution,
-                decision=(
-                    parked.decision if parked.decisions is None and parked.resume is None else None
-                ),
+                decision=_word_of(parked),
                 decisions=parked.decisions,
                 reviewer_notes=parked.reviewer_notes,
                 interrupt_id=parked.interrupt_id,
                 suspension_id=parked.suspension_id,
                 resume=parked.resume,
+                command=parked.command,
             )
         except DecisionError as exc:
             reason = str(exc)
         else:
             applied = parked.model_copy(
                 update={
-                    "decision": resolution.summary,
+                    "decision": described(resolution, parked.command),
                     "values": resolution.values,
                     "edits": resolution.edits,
                 }
@@ -501,6 +517,7 @@ def follow_ups(execution: Execution, *, causation_id: str | None) -> list[Execut
             agent_fingerprint=execution.suspension.agent_fingerprint,
             values=decision.values,
             decided_at=decision.decided_at,
+            command=decision.command,
         )
         return [ExecutionDispatched(kind=DispatchKind.RESUME, resume=resume, **common)]
     return []

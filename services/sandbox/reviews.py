@@ -4,6 +4,9 @@
   "review_configs": [...]}``: one action per gated tool call, each with its allowed decisions.
 - In per-call mode each gated call is its own interrupt, ``{"type": "tool_approval", ...}``; its
   allowed decisions are the middleware's ``interrupt_on`` entry for the tool.
+- LangGraph's ``HumanInterrupt`` (Agent Inbox's protocol), a list of requests or one: each an
+  action whose allowed decisions are the ``HumanResponse`` types its ``config`` allows
+  (shared/domain/human_interrupt.py).
 - Anything else is the agent's own ``interrupt(...)``: one decision, from its
   ``allowed_decisions`` if it declares them; otherwise any value (checked against the
   ``answer_schema`` it may declare), which ``interrupt()`` returns as sent.
@@ -22,6 +25,7 @@ from langgraph.prebuilt import ToolNode
 from langgraph.pregel import Pregel
 from pydantic import BaseModel
 
+from shared.domain.human_interrupt import requests_of
 from shared.events import ActionReview, InterruptReview, PendingInterrupt, ToolRule
 
 ALL_DECISIONS = ["approve", "edit", "reject", "respond"]
@@ -94,6 +98,22 @@ def _review(interrupt: PendingInterrupt, tools: dict[str, ToolRule]) -> Interrup
         )
         return InterruptReview(
             interrupt_id=interrupt.interrupt_id, kind="actions", mode="per_call", actions=[action]
+        )
+    requests = requests_of(value)
+    if requests is not None:
+        return InterruptReview(
+            interrupt_id=interrupt.interrupt_id,
+            kind="human_interrupt",
+            actions=[
+                ActionReview(
+                    name=r.action,
+                    args=r.args,
+                    description=r.description,
+                    allowed_decisions=r.allowed,
+                    args_schema=_args_schema(tools, r.action),
+                )
+                for r in requests
+            ],
         )
     declared = value.get("allowed_decisions") if isinstance(value, dict) else None
     allowed_words = (

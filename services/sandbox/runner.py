@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import structlog
+from langgraph.graph import END
 from langgraph.pregel import Pregel
 from langgraph.types import Command, StateSnapshot
 from opentelemetry import context as otel_context
@@ -36,6 +37,7 @@ from interlock.sdk.runtime import StepRun, step_run
 from services.sandbox.checkpoint_run import head_extra, known_to_be_new
 from services.sandbox.checkpoint_run import run_scope as checkpoint_run_scope
 from services.sandbox.checkpointer import current_fence
+from services.sandbox.commands import graph_command, unknown_targets
 from services.sandbox.jsonable import to_jsonable
 from services.sandbox.loading import AgentNotLoadable, GraphCache, LoadedAgent
 from services.sandbox.progress import STREAM_MODES, ProgressAnnouncer, ProgressRecorder
@@ -105,6 +107,9 @@ class Refused:
 
 
 RunOutcome = Suspended | Completed | Failed | Refused
+
+END_HERE = object()
+"""``_next_input``'s answer for a resume that ends the run where it stands (``end``)."""
 
 
 @dataclass(frozen=True)
@@ -189,6 +194,8 @@ class AgentRunner:
         if isinstance(payload, Suspended | Completed | Failed | Refused):
             return payload, None
         attempt = Attempt(dispatch.execution_id, dispatch.epoch, number)
+        if payload is END_HERE:
+            return await self._end_here(agent, config, attempt), attempt
 
         async def fence() -> None:
             await self.ensure_current(attempt, within=FENCE_RECHECK_SECONDS)
@@ -276,6 +283,21 @@ class AgentRunner:
                 current_fence.reset(token)
             snapshot = await agent.graph.aget_state(config)
         return Completed(to_jsonable(snapshot.values))
+
+    async def _end_here(self, agent: LoadedAgent, config: Any, attempt: Attempt) -> RunOutcome:
+        """An answer that ends the run where it stands (``end``): LangGraph's
+        ``update_state(None, as_node=END)`` drops the pending interrupts and keeps the state.
+        Done once: a redelivered dispatch finds nothing pending and reports the state again."""
+
+        async def fence() -> None:
+            await self.ensure_current(attempt, within=FENCE_RECHECK_SECONDS)
+
+        token = current_fence.set(fence)
+        try:
+            await agent.graph.aupdate_state(config, None, as_node=END)
+        finally:
+            current_fence.reset(token)
+        return Completed(to_jsonable((await agent.graph.aget_state(config)).values))
 
     async def _number_and_read(
         self, dispatch: ExecutionDispatched, agent: LoadedAgent, config: Any
@@ -371,7 +393,16 @@ class AgentRunner:
                     f" but this sandbox runs version {agent.fingerprint}; revert the agent or"
                     f" declare {resume.agent_fingerprint} in its compatible_with"
                 )
-            return Command(resume=resume.resume_values())
+            if resume.command is not None and resume.command.end:
+                return END_HERE
+            unknown = unknown_targets(resume.command, set(agent.graph.nodes))
+            if unknown:
+                return Refused(
+                    f"the answer's goto names {', '.join(map(repr, unknown))}, which the graph"
+                    f" does not have (its nodes: {', '.join(sorted(agent.graph.nodes))})",
+                    "UnknownNode",
+                )
+            return graph_command(resume)
         if not has_checkpoint:
             if dispatch.input is None:
                 return Failed("NoCheckpoint", "resume dispatched but no checkpoint exists")

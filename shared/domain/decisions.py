@@ -12,7 +12,7 @@ from shared.domain.execution import Execution, ExecutionStatus
 from shared.domain.review import DecisionNotInList, Resolution, ReviewError, resolve
 from shared.domain.versions import AgentVersion
 from shared.errors import InterlockError
-from shared.events import ActionDecision, InterruptReview
+from shared.events import ActionDecision, InterruptReview, ResumeCommand
 
 
 class DecisionError(InterlockError):
@@ -128,6 +128,7 @@ def resolve_decision(
     interrupt_id: str | None,
     suspension_id: int | None,
     resume: Any = None,
+    command: ResumeCommand | None = None,
 ) -> Resolution:
     """Check a reviewer's answer against the execution's pending suspension (``resume``:
     LangGraph's form, see shared/domain/review.py).
@@ -150,6 +151,7 @@ def resolve_decision(
             interrupt_id=interrupt_id,
             tools=suspension.tools,
             resume=resume,
+            command=command,
         )
     except DecisionNotInList as exc:
         raise DecisionNotAllowed(exc.decision, exc.allowed) from exc

@@ -19,6 +19,7 @@ from shared.events import (
     ExecutionStatus,
     InterruptReview,
     PendingInterrupt,
+    ResumeCommand,
     ToolRule,
     utc_now,
 )
@@ -73,6 +74,8 @@ class Decision(BaseModel):
     """What each answered interrupt resumes with (absent: the Atlas shape for all)."""
     edits: list[dict[str, Any]] = Field(default_factory=list)
     """For each edit: the action's position, its name and args before and after."""
+    command: ResumeCommand | None = None
+    """What the answer asked of the graph besides (``goto``, ``update``, ``end``)."""
     approvers: list[str] | None = None
     """The owners whose identical approvals made this decision (separation of duties)."""
     discounted_approvers: list[str] | None = None

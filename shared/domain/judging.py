@@ -15,9 +15,10 @@ from pydantic import BaseModel
 from shared.agents import ReviewRules
 from shared.domain.decisions import reviews_of
 from shared.domain.execution import Execution
+from shared.domain.human_interrupt import HUMAN_RESPONSE_TYPES as HUMAN_TYPES
 from shared.domain.principals import Reviewer, check_link_approval, check_reviewer
 from shared.domain.review import Resolution, is_resume_map
-from shared.events import ActionDecision
+from shared.events import ActionDecision, ResumeCommand
 from shared.store.approvals import Approval
 
 
@@ -31,12 +32,18 @@ class ReviewAnswer(BaseModel):
     interrupt_id: str | None = None
     generation: int | None = None
     reviewer_notes: str | None = None
+    command: ResumeCommand | None = None
+    """What the answer asks of the graph besides (LangGraph's ``Command.goto`` / ``update``,
+    or ``end``)."""
 
 
 def approving(answer: ReviewAnswer) -> bool:
-    """Does the answer let something run? A rejection (of everything) acts at once. A free
-    value (``resume``) lets the agent go on, so it counts as approving: the requester may not
-    give it where self-approval is off, and a quorum applies to it."""
+    """Does the answer let something run? A rejection (of everything) acts at once, and so does
+    ``end`` (the run ends where it stands). A free value (``resume``) lets the agent go on, so it
+    counts as approving: the requester may not give it where self-approval is off, and a quorum
+    applies to it; so does a ``goto`` or an ``update``, which change what runs."""
+    if answer.command is not None:
+        return not answer.command.end
     if answer.decisions is not None:
         return any(d.type != "reject" for d in answer.decisions)
     if answer.resume is not None:
@@ -55,7 +62,22 @@ def _resume_approves(value: Any) -> bool:
         )
     if is_resume_map(value):
         return any(_resume_approves(v) for v in value.values())
+    if _human_responses(value):
+        # Agent Inbox's answer: "ignore" skips the action, as a rejection does.
+        return any(r["type"] != "ignore" for r in value)
     return True
+
+
+def _human_responses(value: Any) -> bool:
+    """Is ``value`` a list of LangGraph's ``HumanResponse`` (shared/domain/human_interrupt.py)?"""
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(
+            isinstance(r, dict) and set(r) <= {"type", "args"} and r.get("type") in HUMAN_TYPES
+            for r in value
+        )
+    )
 
 
 def answer_key(answer: ReviewAnswer, resolution: Resolution) -> str:
@@ -68,6 +90,8 @@ def answer_key(answer: ReviewAnswer, resolution: Resolution) -> str:
     if answer.resume is not None:
         # Only when given: an approval stored before this form existed keeps its key.
         said["resume"] = answer.resume
+    if answer.command is not None:
+        said["command"] = answer.command.model_dump(mode="json")
     return hashlib.sha256(json.dumps(said, sort_keys=True, default=str).encode()).hexdigest()
 
 

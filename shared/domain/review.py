@@ -30,7 +30,8 @@ from typing import Any
 import jsonschema
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.events import ActionDecision, ActionReview, InterruptReview, ToolRule
+from shared.domain.human_interrupt import HumanRequest, HumanResponseError, check_responses
+from shared.events import ActionDecision, ActionReview, InterruptReview, ResumeCommand, ToolRule
 
 
 class ReviewError(ValueError):
@@ -71,19 +72,53 @@ def resolve(
     interrupt_id: str | None,
     tools: dict[str, ToolRule],
     resume: Any = None,
+    command: ResumeCommand | None = None,
 ) -> Resolution:
     """Check an answer against the pending interrupts; raise ReviewError with the reason.
     ``resume`` is LangGraph's form (None: absent, since LangGraph's ``resume=None`` is no
-    resume); ``decision`` and ``decisions`` are the Atlas and LangChain forms."""
+    resume); ``decision`` and ``decisions`` are the Atlas and LangChain forms. A ``command``
+    (``goto`` / ``update``) may come with any of them or alone: alone, it answers no interrupt
+    (the interrupted nodes run again and interrupt again, as in LangGraph)."""
     forms = sum(form is not None for form in (decision, decisions, resume))
+    if command is not None and command.end and forms:
+        raise ReviewError("'end' answers the review by itself: send no resume beside it")
+    if command is not None and forms == 0:
+        return Resolution(values={}, summary=command.summary())
     if forms != 1:
         raise ReviewError(
             "send exactly one of 'decision' (a word), 'decisions' (a list) or 'resume' (the value"
             " the interrupt returns)"
         )
+    return _resolve_one_form(
+        reviews, decision, decisions, reviewer_notes, interrupt_id, tools, resume
+    )
+
+
+def described(resolution: Resolution, command: ResumeCommand | None) -> str:
+    """The answer in one line for the record and the audit: the resolution's summary, and
+    what its command asks besides (a command alone is its own summary)."""
+    if command is None or not resolution.values:
+        return resolution.summary
+    return f"{resolution.summary}; {command.summary()}"
+
+
+def _resolve_one_form(
+    reviews: list[InterruptReview],
+    decision: str | None,
+    decisions: list[ActionDecision] | None,
+    reviewer_notes: str | None,
+    interrupt_id: str | None,
+    tools: dict[str, ToolRule],
+    resume: Any,
+) -> Resolution:
     if resume is not None:
         return _resolve_resume(reviews, resume, reviewer_notes, interrupt_id, tools)
     target = _target(reviews, interrupt_id)
+    if target.kind == "human_interrupt":
+        raise ReviewError(
+            f"interrupt {target.interrupt_id} is a HumanInterrupt: resume with a list of"
+            ' HumanResponse, [{"type": "accept" | "edit" | "response" | "ignore", "args": ...}]'
+        )
     if target.kind == "decision":
         if decisions is not None:
             raise ReviewError(
@@ -137,6 +172,8 @@ def _resume_one(
     where = f"interrupt {target.interrupt_id}"
     if value is None:
         raise ReviewError(f"{where}: resume with a value (null is no answer)")
+    if target.kind == "human_interrupt":
+        return _resume_human(where, target, value)
     if target.kind == "actions":
         checked, edits = _check_actions(target, _action_decisions(where, target, value), tools)
         agent_value: Any = (
@@ -164,6 +201,23 @@ def _resume_one(
                 f"{where} declares an answer_schema that is not a JSON schema: {exc.message}"
             ) from exc
     return Resolution(values={target.interrupt_id: value}, summary=summary_of(value))
+
+
+def _resume_human(where: str, target: InterruptReview, value: Any) -> Resolution:
+    """A HumanInterrupt's answer: its HumanResponse list, returned by ``interrupt()`` as sent."""
+    requests = [
+        HumanRequest(a.name, a.args, a.description, list(a.allowed_decisions))
+        for a in target.actions
+    ]
+    try:
+        checked = check_responses(requests, value)
+    except HumanResponseError as exc:
+        raise ReviewError(f"{where}: {exc}") from exc
+    return Resolution(
+        values={target.interrupt_id: value},
+        summary=", ".join(checked.types),
+        edits=checked.edits,
+    )
 
 
 def _action_decisions(where: str, target: InterruptReview, value: Any) -> list[ActionDecision]:

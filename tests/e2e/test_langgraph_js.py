@@ -61,14 +61,15 @@ def node_with_client() -> str:
     return node
 
 
-async def run_conversation(url: str, key: str) -> None:
-    """Run tests/js/conversation.mjs against the LangGraph API at ``url`` (one workspace's root)
-    with an owner's ``key``; it exits 0 only when every check held."""
+async def run_conversation(url: str, key: str, script: Path = CONVERSATION) -> None:
+    """Run ``script`` (tests/js/conversation.mjs by default) against the LangGraph API at
+    ``url`` (one workspace's root) with an owner's ``key``; it exits 0 only when every check
+    held."""
     node = node_with_client()
     env = {**os.environ, "INTERLOCK_LANGGRAPH_URL": url, "INTERLOCK_API_KEY": key}
     process = await asyncio.create_subprocess_exec(
         node,
-        str(CONVERSATION),
+        str(script),
         env=env,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -82,7 +83,7 @@ async def run_conversation(url: str, key: str) -> None:
         stdout, stderr = await process.communicate()
         ended = f"did not finish in {SECONDS} s (killed)"
     assert process.returncode == 0, (
-        f"node {CONVERSATION.name} {ended}\n"
+        f"node {script.name} {ended}\n"
         f"--- stdout\n{stdout.decode(errors='replace')}\n"
         f"--- stderr\n{stderr.decode(errors='replace')}"
     )

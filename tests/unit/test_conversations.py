@@ -88,10 +88,14 @@ async def test_each_turn_of_a_thread_sees_the_turns_before(
     assert len(runs) == 3 and {r["status"] for r in runs} == {"success"}
     history = (await http.post(f"/threads/{thread_id}/history", json={})).json()
     assert [len(h["values"]["messages"]) for h in history] == [6, 4, 2]
+    # The first turn's parent is the thread's start (epoch-0, empty), as LangGraph's first
+    # state has the input checkpoint before it: Agent Chat UI regenerates the first answer
+    # from it.
+    start = {**history[2]["checkpoint"], "checkpoint_id": "epoch-0"}
     assert [h["parent_checkpoint"] for h in history] == [
         history[1]["checkpoint"],
         history[2]["checkpoint"],
-        None,
+        start,
     ]
 
 

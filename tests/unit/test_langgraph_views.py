@@ -26,7 +26,7 @@ from services.gateway.langgraph.views import (
 from services.gateway.problems import Problem
 from shared.domain.execution import Execution, ExecutionStatus, Suspension
 from shared.domain.threads import turn_key
-from shared.events import PendingInterrupt
+from shared.events import PendingInterrupt, ResumeCommand, SendTo
 from tests.factories import pending
 
 
@@ -189,9 +189,40 @@ def test_command_resume_is_the_value_sent_as_langgraph_passes_it(value: Any) -> 
 
 
 @pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ({"goto": "__end__"}, ResumeCommand(goto=["__end__"])),
+        (
+            {"goto": ["a", {"node": "b", "input": {"x": 1}}]},
+            ResumeCommand(goto=["a", SendTo(node="b", input={"x": 1})]),
+        ),
+        ({"update": {"note": "x"}}, ResumeCommand(update={"note": "x"})),
+        (
+            {"update": [["note", "x"]], "goto": "a"},
+            ResumeCommand(goto=["a"], update=[("note", "x")]),
+        ),
+        ({"resume": "approve"}, None),
+    ],
+)
+def test_command_goto_and_update_go_with_the_answer(
+    command: dict[str, Any], expected: ResumeCommand | None
+) -> None:
+    """LangGraph's ``Command(goto=..., update=...)``, with or without ``resume``, as the JS and
+    Python clients send it (a name or a list; ``Send`` as ``{"node", "input"}``; an object or
+    pairs)."""
+    answer = review_answer(command)
+    assert answer.command == expected
+    assert answer.resume == command.get("resume")
+
+
+@pytest.mark.parametrize(
     ("command", "slug"),
     [
-        ({"goto": "node"}, "unsupported-option"),
+        ({"goto": 3}, "invalid-request"),
+        ({"goto": []}, "invalid-request"),
+        ({"goto": None, "update": None}, "invalid-request"),
+        ({"goto": {"input": 1}}, "invalid-request"),
+        ({"update": "note"}, "invalid-request"),
         ({}, "invalid-request"),
         ({"resume": None}, "invalid-request"),
         ({"resume": "approve", "extra": 1}, "invalid-request"),
@@ -207,8 +238,15 @@ def test_resume_refusals(command: dict[str, Any], slug: str) -> None:
 def test_a_run_body_needs_an_input_or_a_command_and_refuses_what_it_cannot_honour() -> None:
     with pytest.raises(Problem):
         run_request({"assistant_id": "a"})
+    # useStream sends an empty input beside every command: no input, as LangGraph reads it.
+    both = run_request({"assistant_id": "a", "input": {}, "command": {"resume": "x"}})
+    assert both.input is None and both.command == {"resume": "x"}
+    # A real input beside a command is refused (LangGraph would drop the input in silence).
     with pytest.raises(Problem):
-        run_request({"assistant_id": "a", "input": {}, "command": {"resume": "x"}})
+        run_request({"assistant_id": "a", "input": {"topic": "x"}, "command": {"resume": "x"}})
+    # A checkpoint and no input runs the turn after it again (Agent Chat UI's regenerate).
+    again = run_request({"assistant_id": "a", "checkpoint": {"checkpoint_id": "epoch-1"}})
+    assert again.input is None and again.fork_checkpoint() == "epoch-1"
     for option in (
         {"interrupt_before": ["n"]},
         {"webhook": "http://x"},

@@ -291,6 +291,10 @@ def test_a_refused_resume_suspends_again_as_a_new_suspension() -> None:
     # A stale refusal (another epoch) changes nothing.
     stale = refusal.model_copy(update={"epoch": 1})
     assert sm.on_refused(resumed, stale).ignored
+    # The sandbox reports the run started before it refuses: the refusal still applies.
+    running = sm.on_started(resumed, f.report(resumed, ReportOutcome.STARTED)).execution
+    assert running.status is ExecutionStatus.RUNNING
+    assert sm.on_refused(running, refusal).execution.status is ExecutionStatus.SUSPENDED
 
 
 async def test_a_checkpoint_over_the_budget_fails_the_run_with_a_clear_error(

@@ -12,7 +12,7 @@ from services.gateway.answers import ReviewAnswer
 from services.gateway.bodies import json_object
 from services.gateway.problems import Problem
 from services.gateway.schemas import INPUT_TITLES
-from shared.events import AgentInput, Identifier
+from shared.events import AgentInput, Identifier, ResumeCommand
 from shared.graph_input import InputError, graph_state
 
 STREAM_MODES = ("values", "updates", "messages", "messages-tuple")
@@ -70,14 +70,19 @@ class RunRequest(BaseModel):
 
 def run_request(raw: Any) -> RunRequest:
     body = json_object(raw, RunRequest, required=True)
+    if body.command is not None and body.input == {}:
+        # useStream sends an empty input beside every command: no input, as LangGraph reads it.
+        body = body.model_copy(update={"input": None})
     refuse_unsupported(body)
-    if (body.input is None) == (body.command is None):
+    regenerates = body.input is None and body.command is None and body.fork_checkpoint()
+    if (body.input is None) == (body.command is None) and not regenerates:
         raise Problem(
             400,
             "invalid-request",
             "Invalid request",
-            "send either 'input' (to start the thread's run) or 'command' with 'resume' (to"
-            " answer its interrupt), not both and not neither",
+            "send either 'input' (to start the thread's run) or 'command' (to answer its"
+            " interrupt), not both and not neither; without either, a 'checkpoint' of the"
+            " thread's history runs the turn after it again",
         )
     return body
 
@@ -162,18 +167,27 @@ class Command(BaseModel):
 
 
 def review_answer(command: dict[str, Any]) -> ReviewAnswer:
-    """``command.resume`` as the answer the resume route takes (its ``resume`` form), judged by
-    the same rules after: the value the pending ``interrupt()`` returns, exactly as LangGraph
-    passes it; or an object keyed by the ids of pending interrupts, answering each of them
-    (shared/domain/review.py says what each kind of interrupt accepts)."""
+    """A command as the answer the resume route takes, judged by the same rules after:
+    ``resume`` is its ``resume`` form, the value the pending ``interrupt()`` returns exactly as
+    LangGraph passes it, or an object keyed by the ids of pending interrupts answering each of
+    them (shared/domain/review.py says what each kind of interrupt accepts); ``goto`` and
+    ``update`` are what the graph does besides, with or without ``resume``, as LangGraph's
+    ``Command`` (a name or a list of names, ``Send`` as ``{"node", "input"}``; an object or
+    ``[key, value]`` pairs)."""
     parsed = json_object(command, Command, required=True)
-    if parsed.update is not None or parsed.goto is not None:
-        raise unsupported(
-            "command.update and command.goto: a run resumes with a reviewer's decision only"
-            " (command.resume)"
+    extra = None
+    if parsed.goto is not None or parsed.update is not None:
+        goto = parsed.goto if isinstance(parsed.goto, list) else [parsed.goto]
+        extra = json_object(
+            {"goto": [g for g in goto if g is not None], "update": parsed.update},
+            ResumeCommand,
+            required=True,
         )
-    if parsed.resume is None:
+    if parsed.resume is None and extra is None:
         raise Problem(
-            400, "invalid-request", "Invalid request", "command.resume: the decision is required"
+            400,
+            "invalid-request",
+            "Invalid request",
+            "command: send 'resume' (the value the interrupt returns), 'goto' or 'update'",
         )
-    return ReviewAnswer(resume=parsed.resume)
+    return ReviewAnswer(resume=parsed.resume, command=extra)

@@ -32,6 +32,7 @@ from services.gateway.langgraph.requests import (
     ttl_minutes,
     unsupported,
 )
+from services.gateway.langgraph.search import Order, SortBy, SortOrder
 from services.gateway.langgraph.service import (
     WAIT_SECONDS,
     LangGraphService,
@@ -81,10 +82,16 @@ class ThreadSearch(BaseModel):
     ids: list[Identifier] | None = Field(default=None, max_length=100)
     metadata: dict[str, Any] | None = None
     values: dict[str, Any] | None = None
-    sort_by: str | None = None
-    sort_order: str | None = None
+    sort_by: SortBy | None = None
+    sort_order: SortOrder | None = None
     select: list[str] | None = None
     extract: dict[str, Any] | None = None
+
+    def order(self) -> Order | None:
+        """The order asked for, None when neither ``sort_by`` nor ``sort_order`` is given."""
+        if self.sort_by is None and self.sort_order is None:
+            return None
+        return Order(self.sort_by or "updated_at", self.sort_order or "desc")
 
 
 class ThreadUpdate(BaseModel):
@@ -164,21 +171,27 @@ def build_langgraph_router(service: LangGraphService, keys: ApiKeys) -> APIRoute
     async def search_threads(
         project_id: Identifier, workspace_id: Identifier, raw: RawBody = None, key: ApiKey = anyone
     ) -> list[dict[str, Any]]:
-        """Threads of the workspace, by ``status`` (or ``ids``)."""
+        """Threads of the workspace, by ``status``, ``ids``, ``metadata`` and ``values``, in the
+        order asked (services/gateway/langgraph/search.py)."""
         asked = json_object(raw, ThreadSearch, required=False)
         refused = [name for name in ("select", "extract") if getattr(asked, name)]
         if refused:
             raise unsupported(
                 f"{', '.join(refused)}: threads are searched by status, ids, metadata and values"
             )
-        scope = scope_of(project_id, workspace_id)
         matches = thread_filter(asked.metadata, asked.values)
+        order = asked.order()
         if asked.ids is not None:
-            views = await service.by_ids(scope, asked.ids, asked.status, 100, 0)
-            views = [v for v in views if matches is None or matches(v)]
-            views = views[asked.offset : asked.offset + asked.limit]
+            views = await service.finder.by_ids(
+                project_id, workspace_id, asked.ids, asked.status, matches
+            )
+            views = (order.sort(views) if order else views)[
+                asked.offset : asked.offset + asked.limit
+            ]
         else:
-            views = await service.search(scope, asked.status, asked.limit, asked.offset, matches)
+            views = await service.finder.search(
+                project_id, workspace_id, asked.status, asked.limit, asked.offset, matches, order
+            )
         return [view.body() for view in views]
 
     @router.get(f"{PREFIX}/threads/{{thread_id}}", tags=TAGS)
@@ -310,9 +323,13 @@ def build_langgraph_router(service: LangGraphService, keys: ApiKeys) -> APIRoute
             raise unsupported(f"{', '.join(refused)}: the history is read newest first, by limit")
         views = await service.history(scope_of(project_id, workspace_id), thread_id, asked.limit)
         states = [state_of(v.record, v.execution, v.earlier) for v in views]
-        # Each state's parent is the turn it started from: the next one listed.
+        # Each state's parent is the turn it started from: the next one listed, and for the
+        # last one listed its base, or the thread's start (epoch-0) for the first turn. A run
+        # from a parent with no input runs the turn after it again (Agent Chat UI's regenerate).
         for state, parent in itertools.pairwise(states):
             state["parent_checkpoint"] = parent["checkpoint"]
+        if views:
+            states[-1]["parent_checkpoint"] = checkpoint_of(thread_id, views[-1].earlier)
         return [selected(state, asked.select) for state in states]
 
     @router.get(f"{PREFIX}/threads/{{thread_id}}/runs", tags=TAGS)

@@ -14,13 +14,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Literal
 
 import structlog
 
+from services.gateway.answers import ReviewAnswer
 from services.gateway.auth import OWNERS, WRITERS, require_role
 from services.gateway.conversations import (
     RACES,
@@ -33,14 +33,14 @@ from services.gateway.errors import ExecutionNotFound
 from services.gateway.feed import ExecutionFeed, Watch
 from services.gateway.intake import Intake
 from services.gateway.langgraph.requests import RunRequest, agent_input, review_answer
+from services.gateway.langgraph.search import ThreadFinder
+from services.gateway.langgraph.turns import THREAD_START, Fork, NewTurn, again_from
 from services.gateway.langgraph.views import (
-    STATUSES_OF_THREAD,
     ThreadView,
     checkpoint_turn,
     epoch_of_run,
     last_run_epoch,
     segment_done,
-    thread_of,
 )
 from services.gateway.problems import Problem
 from services.gateway.stream import KEY_REVOKED, StreamBounds
@@ -48,7 +48,7 @@ from shared.domain.execution import Execution, ExecutionStatus
 from shared.domain.principals import Reviewer
 from shared.domain.threads import ThreadBusy, plan_turn, turn_execution_id, turn_number
 from shared.errors import InterlockError
-from shared.events import MAX_ERASED_TURNS, AgentInput, BusyThreadPolicy, utc_now
+from shared.events import MAX_ERASED_TURNS, AgentInput, ResumeCommand, utc_now
 from shared.store.api_keys import ApiKey
 from shared.store.errors import StoreUnavailable
 from shared.store.ports import Store
@@ -56,35 +56,18 @@ from shared.store.threads import ThreadRecord
 
 log = structlog.get_logger(__name__)
 
+END = "__end__"
+"""LangGraph's ``END`` (the gateway does not import LangGraph)."""
+
 WAIT_SECONDS = 240.0
 """How long ``runs.wait`` and ``runs.join`` hold the request before answering with the state as
 it is (langgraph-sdk reads for up to 300 s). The run goes on either way."""
-MAX_SEARCH = 100
-SEARCH_PAGE = 100
-SEARCH_PAGES = 20
-"""A status search reads at most this many pages of executions: a bounded answer, never a scan
-of history."""
 
 
 @dataclass(frozen=True)
 class Scope:
     project_id: str
     workspace_id: str
-
-
-@dataclass(frozen=True)
-class NewTurn:
-    """What a new turn of a thread is: its agent and input, its policy on a busy thread, a run
-    or an update of the state, and the turn it starts from when not the latest (a fork)."""
-
-    agent: str
-    given: AgentInput
-    policy: BusyThreadPolicy
-    kind: Literal["run", "update"] = "run"
-    as_node: str | None = None
-    base: str | None = None
-    empty: bool = False
-    """The thread was created by this request: it has no turn yet."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +93,7 @@ class LangGraphService:
         self._feed = feed
         self.bounds = bounds
         self.conversations = conversations or Conversations(intake, store)
+        self.finder = ThreadFinder(intake, store, self.conversations, self.view)
 
     # --- threads --------------------------------------------------------------------------
 
@@ -269,122 +253,6 @@ class LangGraphService:
         record = await self.thread(scope, thread_id)
         return record, await self.conversations.latest(record)
 
-    async def _views(self, records: list[ThreadRecord]) -> list[ThreadView]:
-        latest = await asyncio.gather(*(self.conversations.latest(r) for r in records))
-        return list(
-            await asyncio.gather(*(self.view(r, e) for r, e in zip(records, latest, strict=True)))
-        )
-
-    async def by_ids(
-        self, scope: Scope, thread_ids: list[str], status: str | None, limit: int, offset: int
-    ) -> list[ThreadView]:
-        """The workspace's threads among ``thread_ids``, in the order asked (with ``status``,
-        those in it): one read of the threads, then each found thread's latest turn, at once.
-        An id of no thread here is left out, whether or not another workspace has one."""
-        records = await self._store.threads.get_many(
-            scope.project_id, scope.workspace_id, thread_ids
-        )
-        found = [
-            records[t] for t in dict.fromkeys(thread_ids) if t in records and not records[t].deleted
-        ]
-        views = await self._views(found)
-        if status is not None:
-            views = [v for v in views if v.status == status]
-        return views[offset : offset + min(limit, MAX_SEARCH)]
-
-    async def search(
-        self,
-        scope: Scope,
-        status: str | None,
-        limit: int,
-        offset: int,
-        matches: Callable[[ThreadView], bool] | None = None,
-    ) -> list[ThreadView]:
-        """Threads of the workspace, newest first; with ``status``, those whose latest turn is
-        in it (for a status other than ``idle``, found through the executions in it, oldest
-        first, as they are listed); with ``matches``, those it accepts (metadata and values)."""
-        limit = min(limit, MAX_SEARCH)
-        if status is None or status == "idle" or matches is not None:
-            return await self._listed(scope, status, limit, offset, matches)
-        found = await self._by_status(scope, STATUSES_OF_THREAD[status], limit + offset)
-        records = await self._store.threads.get_many(
-            scope.project_id, scope.workspace_id, [thread for thread, _ in found]
-        )
-        live = {t: r for t, r in records.items() if not r.deleted}
-        views = [await self.view(live[t], e) for t, e in found[offset:] if t in live]
-        return views
-
-    async def _listed(
-        self,
-        scope: Scope,
-        status: str | None,
-        limit: int,
-        offset: int,
-        matches: Callable[[ThreadView], bool] | None,
-    ) -> list[ThreadView]:
-        matched: list[ThreadView] = []
-        skipped = 0
-        for page in range(SEARCH_PAGES):
-            records = await self._store.threads.list(
-                scope.project_id, scope.workspace_id, limit=SEARCH_PAGE, offset=page * SEARCH_PAGE
-            )
-            for view in await self._views(records):
-                if status is not None and view.status != status:
-                    continue
-                if matches is not None and not matches(view):
-                    continue
-                if skipped < offset:
-                    skipped += 1
-                    continue
-                matched.append(view)
-                if len(matched) == limit:
-                    return matched
-            if len(records) < SEARCH_PAGE:
-                break
-        return matched
-
-    async def _by_status(
-        self, scope: Scope, statuses: tuple[ExecutionStatus, ...], wanted: int
-    ) -> list[tuple[str, Execution]]:
-        """Threads whose latest turn is in ``statuses``: the executions in them, each kept when
-        no turn follows it but one queued behind it (an older turn tells nothing of the thread
-        now)."""
-        found: dict[str, Execution] = {}
-        for status in statuses:
-            cursor: str | None = None
-            for _ in range(SEARCH_PAGES):
-                page = await self._intake.list_executions(
-                    scope.project_id, scope.workspace_id, status, SEARCH_PAGE, cursor
-                )
-                candidates = [(thread_of(e), e) for e in page.items]
-                latest = await asyncio.gather(
-                    *(self._is_latest(e) for t, e in candidates if t is not None)
-                )
-                kept = [(t, e) for (t, e) in candidates if t is not None]
-                for (thread, execution), is_latest in zip(kept, latest, strict=True):
-                    if is_latest:
-                        found.setdefault(thread, execution)
-                if len(found) >= wanted or page.next_cursor is None:
-                    break
-                cursor = page.next_cursor
-            if len(found) >= wanted:
-                break
-        return list(found.items())[:wanted]
-
-    async def _is_latest(self, execution: Execution) -> bool:
-        turn = execution.input.turn
-        thread = thread_of(execution)
-        if thread is None:
-            return False
-        record = ThreadRecord(
-            project_id=execution.project_id, workspace_id=execution.workspace_id, thread_id=thread
-        )
-        following = await self.conversations.turn(record, (turn.turn if turn else 1) + 1)
-        # A turn queued behind this one leaves it the one the thread shows (``view``).
-        return following is None or (
-            following.status is ExecutionStatus.PENDING and following.epoch == 0
-        )
-
     # --- runs -----------------------------------------------------------------------------
 
     @asynccontextmanager
@@ -408,12 +276,18 @@ class LangGraphService:
             # Roles first: a key that may not start a run creates no thread either.
             require_role(key, "starting a run", WRITERS)
             record, created = await self._thread_for(scope, thread_id, body, stateless)
-            turn = NewTurn(
-                agent=body.assistant_id,
-                given=agent_input(body.input),
-                policy=body.multitask_strategy or "enqueue",
-                base=await self.forked_from(record, body.fork_checkpoint()),
-                empty=created,
+            fork = await self.forked_from(record, body.fork_checkpoint())
+            turn = (
+                NewTurn(
+                    agent=body.assistant_id,
+                    given=agent_input(body.input),
+                    policy=body.multitask_strategy or "enqueue",
+                    base=fork.base if fork else None,
+                    fork=fork is not None,
+                    empty=created,
+                )
+                if body.input is not None
+                else await again_from(self, record, body, fork)
             )
             async with self._new_turn(scope, record, key, headers, watch, turn) as started:
                 yield started
@@ -482,7 +356,7 @@ class LangGraphService:
                 # The busy turn is cancelled (a review it waits for ends with it): what
                 # Interlock's cancel route needs.
                 require_role(key, f"a run with multitask_strategy={turn.policy}", OWNERS)
-            if turn.base is not None:
+            if turn.base is not None or turn.fork:
                 plan = dataclasses.replace(plan, base=turn.base)
             target = turn_execution_id_of(record, plan.turn)
             async with self._watch_if(scope, target, key, watch) as watching:
@@ -505,14 +379,17 @@ class LangGraphService:
                 return
         raise thread_busy(record.thread_id, None)
 
-    async def forked_from(self, record: ThreadRecord, checkpoint_id: str | None) -> str | None:
+    async def forked_from(self, record: ThreadRecord, checkpoint_id: str | None) -> Fork | None:
         """The turn a run from ``checkpoint_id`` starts from (a fork: a new branch of the
         thread, its history that turn's and those before it); None without one. A checkpoint is
         a turn's state as the thread's history lists it: a turn that moved on since (a later
-        run of it) is not that state any more."""
+        run of it) is not that state any more. The thread's start (``epoch-0``, its first
+        turn's parent) never moves: a fork from it starts from nothing."""
         if checkpoint_id is None:
             return None
         named = checkpoint_turn(checkpoint_id)
+        if named == THREAD_START:
+            return Fork(None)
         turn = None if named is None else await self.conversations.turn(record, named[0])
         if named is None or turn is None:
             raise Problem(
@@ -530,7 +407,7 @@ class LangGraphService:
                 f"checkpoint {checkpoint_id!r} is turn {named[0]} as it was; that turn has run"
                 " on since, or still runs: fork from a checkpoint of the thread's history now",
             )
-        return turn.execution_id
+        return Fork(turn.execution_id)
 
     async def update_state(
         self,
@@ -545,7 +422,8 @@ class LangGraphService:
         """A person writes the thread's state (``threads.update_state``): a turn of its own
         that runs nothing, audited with who and what (its input is the values), answered once
         written. Refused on a busy thread: a run under way, or a review waiting, owns the
-        state."""
+        state; but no values as ``__end__`` on a thread waiting for a review answers it
+        (``_end_review``)."""
         record, latest = await self.latest_of(scope, thread_id)
         if latest is None:
             raise Problem(
@@ -554,17 +432,51 @@ class LangGraphService:
                 "Thread has not run",
                 f"thread {thread_id} has no state to update yet: start it with a run",
             )
+        if not values and as_node == END and checkpoint_id is None:
+            waiting = await self.conversations.answerable(latest)
+            if waiting is not None and waiting.status is ExecutionStatus.SUSPENDED:
+                return await self._end_review(scope, record, waiting, key, headers)
+        fork = await self.forked_from(record, checkpoint_id)
         turn = NewTurn(
             agent=latest.agent,
             given=agent_input(values) if values else AgentInput(state={}),
             policy="reject",
             kind="update",
             as_node=as_node,
-            base=await self.forked_from(record, checkpoint_id),
+            base=fork.base if fork else None,
+            fork=fork is not None,
         )
         async with self._new_turn(scope, record, key, headers, True, turn) as (started, watch):
             assert watch is not None
             return await self.wait(watch, started.execution, None)
+
+    async def _end_review(
+        self,
+        scope: Scope,
+        record: ThreadRecord,
+        waiting: Execution,
+        key: ApiKey,
+        headers: dict[str, str],
+    ) -> Execution:
+        """LangGraph's ``update_state(None, as_node=END)`` on an interrupted thread drops its
+        interrupts and keeps its state (Agent Inbox's "mark as resolved"). Here it answers the
+        review (``end``): a decision under the resume route's rules, recorded with who gave it,
+        that ends the turn where it stands. Answered once the turn ended."""
+        require_role(key, "answering a review", OWNERS)
+        answer = ReviewAnswer(command=ResumeCommand(end=True))
+        async with self.watching(scope, waiting.execution_id, key) as watch:
+            try:
+                outcome = await self._intake.decide(
+                    project_id=scope.project_id,
+                    workspace_id=scope.workspace_id,
+                    execution_id=waiting.execution_id,
+                    answer=answer,
+                    reviewer=key.as_reviewer(),
+                    headers=headers,
+                )
+            except ExecutionNotFound:
+                raise not_suspended(record.thread_id) from None
+            return await self.wait(watch, outcome.judged, None)
 
     async def copy_thread(
         self, scope: Scope, thread_id: str, key: ApiKey, headers: dict[str, str]

@@ -186,8 +186,10 @@ class ThreadView:
         interrupts = interrupts_of(execution) if execution else []
         metadata = dict(self.record.metadata)
         if execution is not None:
-            metadata.setdefault("graph_id", execution.agent)
-            metadata.setdefault("assistant_id", execution.agent)
+            # As LangGraph's server sets them on every run: the thread's agent, whatever the
+            # client put there (Agent Inbox and Chat UI search threads by them).
+            metadata["graph_id"] = execution.agent
+            metadata["assistant_id"] = execution.agent
         return {
             "thread_id": self.record.thread_id,
             "created_at": self.record.created_at.isoformat(),
