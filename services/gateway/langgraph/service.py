@@ -111,6 +111,10 @@ class LangGraphService:
         self.bounds = bounds
         self.conversations = conversations or Conversations(intake, store)
 
+    @property
+    def intake(self) -> Intake:
+        return self._intake
+
     async def agent_load_errors(self) -> dict[str, str]:
         return await self._intake.agent_load_errors()
 
