@@ -64,11 +64,17 @@ def node_with_client() -> str:
 async def run_conversation(url: str, key: str) -> None:
     """Run tests/js/conversation.mjs against the LangGraph API at ``url`` (one workspace's root)
     with an owner's ``key``; it exits 0 only when every check held."""
+    await run_script(CONVERSATION, url, key)
+
+
+async def run_script(script: Path, url: str, key: str, env: dict[str, str] | None = None) -> None:
+    """Run a script of tests/js against the LangGraph API at ``url`` with an owner's ``key``
+    (and ``env``); it exits 0 only when every check held."""
     node = node_with_client()
-    env = {**os.environ, "INTERLOCK_LANGGRAPH_URL": url, "INTERLOCK_API_KEY": key}
+    env = {**os.environ, **(env or {}), "INTERLOCK_LANGGRAPH_URL": url, "INTERLOCK_API_KEY": key}
     process = await asyncio.create_subprocess_exec(
         node,
-        str(CONVERSATION),
+        str(script),
         env=env,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -82,7 +88,7 @@ async def run_conversation(url: str, key: str) -> None:
         stdout, stderr = await process.communicate()
         ended = f"did not finish in {SECONDS} s (killed)"
     assert process.returncode == 0, (
-        f"node {CONVERSATION.name} {ended}\n"
+        f"node {script.name} {ended}\n"
         f"--- stdout\n{stdout.decode(errors='replace')}\n"
         f"--- stderr\n{stderr.decode(errors='replace')}"
     )
