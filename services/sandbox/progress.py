@@ -8,8 +8,10 @@
   stream tokens, a tool's result), as LangGraph's ``messages`` mode emits it;
 - ``custom``: what a node wrote with ``get_stream_writer()`` (nothing unless it does);
 - ``values``: the state when the run starts (its input applied, or the checkpoint it resumes),
-  LangGraph's first ``values``; the later ones are not kept (the state when the run stops is the
-  execution's result or suspension).
+  LangGraph's first ``values``, kept only once the run records something else: a run that stops
+  before any node reports (an interrupt in its first node) costs no write for it, since the
+  state it stops with is the execution's suspension or result anyway. The later ``values`` are
+  not kept.
 
 Each entry of a subgraph carries its namespace (``ns``, LangGraph's ``parent:task|child:task``),
 so the LangGraph API can serve ``stream_subgraphs``. Entries carry what the gateway needs to
@@ -102,6 +104,8 @@ class ProgressRecorder:
         self._token_of: tuple[str, str | None, str | None] | None = None
         """The message the pending tokens belong to: (namespace, node, message id)."""
         self._started = False
+        self._first_state: ProgressEntry | None = None
+        """The run's first state, held until another entry is recorded (then stored first)."""
         self._last_flush = time.monotonic()
 
     async def observe(self, mode: str, chunk: Any, ns: tuple[str, ...] = ()) -> None:
@@ -112,7 +116,11 @@ class ProgressRecorder:
             if ns or self._started:
                 return  # only the run's first state is kept; nothing to flush for the others
             self._started = True
-            self._add("values", _bounded({"values": to_jsonable(chunk)}, "values"))
+            self._seq += 1  # its place, first, whenever it is stored
+            key = progress_key(self._epoch, self._attempt, self._seq)
+            data = _bounded({"values": to_jsonable(chunk)}, "values")
+            self._first_state = ProgressEntry(key=key, kind="values", data=data)
+            return
         elif mode == "messages":
             message, metadata = chunk
             node = metadata.get("langgraph_node")
@@ -186,6 +194,9 @@ class ProgressRecorder:
             self._tokens = []
 
     def _add(self, kind: str, data: dict[str, Any]) -> None:
+        if self._first_state is not None:
+            self._pending.append(self._first_state)
+            self._first_state = None
         self._seq += 1
         key = progress_key(self._epoch, self._attempt, self._seq)
         self._pending.append(ProgressEntry(key=key, kind=kind, data=data))

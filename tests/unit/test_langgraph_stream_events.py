@@ -171,6 +171,15 @@ def _complete(text: str) -> dict[str, Any]:
     }
 
 
+def test_a_run_that_recorded_nothing_before_its_stop_shows_the_state_it_stopped_with() -> None:
+    events = RunEvents(StreamOptions(("values",)), "r", "t", "g", 2, {"messages": ["new"]})
+    interrupt = [{"value": "ok?", "id": "i-1"}]
+    assert named([*events.opening(), *events.closing(suspended_at(2))]) == [
+        ("metadata", {"run_id": "r", "thread_id": "t", "attempt": 1}),
+        ("values", {"step": 2, "__interrupt__": interrupt}),
+    ]
+
+
 def test_a_failed_run_ends_with_an_error_event() -> None:
     failed = pending().model_copy(
         update={

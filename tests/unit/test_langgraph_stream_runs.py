@@ -179,3 +179,25 @@ async def test_a_join_that_cancels_on_disconnect_needs_an_owner(
         f"{LANGGRAPH}/threads/{thread}/runs/{run}/stream", headers={"Last-Event-ID": "what"}
     )
     assert bad.status_code == 400 and bad.json()["type"].endswith("/invalid-last-event-id")
+
+
+async def test_a_wait_that_would_cancel_on_disconnect_is_refused_before_anything_starts(
+    world: World, http: httpx.AsyncClient
+) -> None:
+    thread = await new_thread(http)
+    body = {"assistant_id": "conversation", "input": said("hi"), "on_disconnect": "cancel"}
+    refused = await http.post(f"{LANGGRAPH}/threads/{thread}/runs/wait", json=body)
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["type"].endswith("/unsupported-option")
+    assert "runs.stream" in refused.json()["detail"]
+    assert (await http.get(f"{LANGGRAPH}/threads/{thread}/runs")).json() == []
+
+
+async def test_a_stream_filtered_by_subgraph_is_refused(http: httpx.AsyncClient) -> None:
+    thread = await new_thread(http)
+    body = {"assistant_id": "conversation", "input": said("hi"), "stream_subgraphs": True}
+    refused = await http.post(
+        f"{LANGGRAPH}/threads/{thread}/runs/stream", params={"namespace": "sub"}, json=body
+    )
+    assert refused.status_code == 400, refused.text
+    assert "namespace" in refused.json()["detail"]

@@ -428,6 +428,11 @@ def build_langgraph_router(
         key: ApiKey,
     ) -> dict[str, Any]:
         body = run_request(raw)
+        if body.on_disconnect == "cancel":
+            raise unsupported(
+                "on_disconnect=cancel on runs.wait: a run is cancelled when its client goes on"
+                " streams (runs.stream); a wait's run goes on (on_disconnect=continue)"
+            )
         thread = thread_id or str(uuid.uuid4())
         # Watched from before the run starts: nothing it does falls before the watch.
         async with service.start(

@@ -139,7 +139,9 @@ class RunEvents:
 
     def closing(self, execution: Execution) -> list[ServerSentEvent]:
         """The run stopped: its interrupt, its final state, or its error."""
-        emitted: Emitted = [] if self.started else self._start(None)
+        # A run that recorded nothing before it stopped (an interrupt in its first node): the
+        # state it stopped with is all there is to show, as its last values.
+        emitted: Emitted = [] if self.started else self._start(None, shown=False)
         emitted.extend(self.messages.all_done(self._messages_suffix))
         if execution.status is ExecutionStatus.ERROR:
             error = execution.error or {}
@@ -158,14 +160,15 @@ class RunEvents:
             emitted.extend(self.trace.graph_end(values))
         return self._numbered(progress_key(self.epoch, 9999, 999999), emitted)
 
-    def _start(self, entry: ProgressEntry | None) -> Emitted:
+    def _start(self, entry: ProgressEntry | None, *, shown: bool = True) -> Emitted:
         """The state the run starts from: the sandbox's first entry, when it recorded it."""
         self.started = True
         recorded = entry is not None and entry.kind == "values" and "values" in entry.data
         values = entry.data["values"] if entry is not None and recorded else self.fallback_values
         if not isinstance(values, dict):
             return []
-        emitted: Emitted = [("values", values)] if "values" in self.options.modes else []
+        shown = shown and "values" in self.options.modes
+        emitted: Emitted = [("values", values)] if shown else []
         return [*emitted, *self.trace.graph_start(values)]
 
     def _suffix(self, ns: str) -> str | None:

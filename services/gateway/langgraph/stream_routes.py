@@ -31,6 +31,7 @@ from services.gateway.langgraph.requests import (
     StreamOptions,
     run_request,
     stream_modes,
+    unsupported,
 )
 from services.gateway.langgraph.run_events import RunEvents, parse_event_id
 from services.gateway.langgraph.service import WAIT_SECONDS, LangGraphService, Scope
@@ -91,6 +92,16 @@ def resumed_from(execution: Execution, epoch: int) -> dict[str, Any] | None:
     under_way = execution.status in (ExecutionStatus.RESUMING, ExecutionStatus.RUNNING)
     running = under_way and execution.epoch == epoch
     return dict(suspension.values) if waiting or running else None
+
+
+def refuse_namespaces(namespaces: list[str]) -> None:
+    """A stream filtered to some subgraphs' namespaces (the clients' ``stream_namespaces``):
+    not served, so refused rather than streamed unfiltered."""
+    if namespaces:
+        raise unsupported(
+            "namespace: a stream is not filtered by subgraph; stream_subgraphs streams them all,"
+            " each event named with its namespace"
+        )
 
 
 def name_run(response: Response, path: str, options: StreamOptions) -> None:
@@ -159,6 +170,7 @@ def add_stream_routes(router: APIRouter, service: LangGraphService, anyone: Any)
         The watch outlives the dependency's start and ends with the response."""
         thread_id = request.path_params.get("thread_id")
         body: RunRequest = run_request(raw)
+        refuse_namespaces(request.query_params.getlist("namespace"))
         options = body.stream_options()
         if body.on_disconnect == "cancel":
             # The run this request starts, which its key may start: it may end it too.
@@ -203,11 +215,13 @@ def add_stream_routes(router: APIRouter, service: LangGraphService, anyone: Any)
         stream_mode: Annotated[list[str] | None, Query()] = None,
         stream_subgraphs: Annotated[bool, Query()] = False,
         cancel_on_disconnect: Annotated[bool, Query()] = False,
+        namespace: Annotated[list[str] | None, Query()] = None,
         last_event_id: Annotated[str | None, Header(max_length=200)] = None,
         key: ApiKey = anyone,
     ) -> AsyncIterator[HeldStream]:
         """The run joined: watched first, then read (its execution and stored progress), so
         nothing falls between; the events after ``Last-Event-ID`` are sent again."""
+        refuse_namespaces(namespace or [])
         options = StreamOptions(stream_modes(stream_mode), stream_subgraphs)
         try:
             after = parse_event_id(last_event_id) if last_event_id else None
