@@ -226,27 +226,48 @@ def test_an_id_no_stream_sent_is_refused() -> None:
 # --- events and debug, made from node updates (Agent Inbox reads on_chain_start) --------------
 
 
-def test_events_mode_tells_each_node_start_and_end_with_its_name() -> None:
+def test_events_mode_tells_each_node_its_model_and_tools_start_and_end() -> None:
     events = run_events("events")
-    sent = [*events.progress([entry(2, 0, "values", values={"m": 1}), *RUN])]
+    tool = {"type": "tool", "id": "t-1", "name": "lookup", "content": "$240", "tool_call_id": "c"}
+    inner = [
+        entry(2, 5, "message", node="tools", message=tool, ns="sub:1"),
+        entry(2, 6, "update", node="tools", update={"messages": [tool]}, ns="sub:1"),
+    ]
+    sent = [*events.progress([entry(2, 0, "values", values={"m": 1}), *RUN, *inner])]
     sent += events.closing(suspended_at(2))
-    kinds = [(e.data["event"], e.data["name"]) for e in sent]
+    kinds = [(e.event, e.data["event"], e.data["name"]) for e in sent]
     assert kinds == [
-        ("on_chain_start", "g"),
-        ("on_chain_start", "agent"),
-        ("on_chat_model_stream", "agent"),
-        ("on_chat_model_stream", "agent"),
-        ("on_chain_stream", "agent"),
-        ("on_chain_end", "agent"),
-        ("on_chain_start", "tools"),
-        ("on_chain_stream", "tools"),
-        ("on_chain_end", "tools"),
-        ("on_chain_end", "g"),
+        ("events", "on_chain_start", "g"),
+        ("events", "on_chain_start", "agent"),
+        ("events", "on_chat_model_start", "model"),
+        ("events", "on_chat_model_stream", "model"),
+        ("events", "on_chat_model_stream", "model"),
+        ("events", "on_chat_model_end", "model"),
+        ("events", "on_chain_stream", "agent"),
+        ("events", "on_chain_end", "agent"),
+        ("events", "on_chain_start", "tools"),
+        ("events", "on_chain_stream", "tools"),
+        ("events", "on_chain_end", "tools"),
+        # A subgraph's too, never namespaced, as LangGraph's astream_events sends them, after
+        # the start of the node it runs in (its namespace names it).
+        ("events", "on_chain_start", "sub"),
+        ("events", "on_chain_start", "tools"),
+        ("events", "on_tool_start", "lookup"),
+        ("events", "on_tool_end", "lookup"),
+        ("events", "on_chain_stream", "tools"),
+        ("events", "on_chain_end", "tools"),
+        ("events", "on_chain_end", "g"),
     ]
     starts = [e.data for e in sent if e.data["event"] == "on_chain_start"][1:]
-    assert [s["metadata"]["langgraph_node"] for s in starts] == ["agent", "tools"]
+    assert [s["metadata"]["langgraph_node"] for s in starts] == ["agent", "tools", "sub", "tools"]
     assert all(s["parent_ids"] == ["r"] for s in starts)
-    assert {e.event for e in sent} == {"events"}
+    assert sent[-1].data["data"]["output"] == {
+        "step": 2,
+        "__interrupt__": [{"value": "ok?", "id": "i-1"}],
+    }
+    model_end = next(e.data for e in sent if e.data["event"] == "on_chat_model_end")
+    assert model_end["data"]["output"]["content"] == "Hello"
+    assert model_end["parent_ids"] == ["r", starts[0]["run_id"]]
 
 
 def test_debug_mode_tells_each_task_and_its_result() -> None:
@@ -259,6 +280,19 @@ def test_debug_mode_tells_each_task_and_its_result() -> None:
     ]
     assert sent[1].data["payload"]["result"] == {"messages": ["Hello"]}
     assert sent[0].data["payload"]["id"] == sent[1].data["payload"]["id"]
+    # A subgraph's tasks, namespaced, with stream_subgraphs only (as updates are).
+    # The node running the subgraph is under way from its subgraph's first entry.
+    inner = [entry(2, 9, "update", node="n", update={}, ns="sub:1")]
+    [outer] = run_events("debug").progress(inner)
+    assert (outer.event, outer.data["type"], outer.data["payload"]["name"]) == (
+        "debug",
+        "task",
+        "sub",
+    )
+    named_as = [
+        (e.event, e.data["type"]) for e in run_events("debug", subgraphs=True).progress(inner)
+    ]
+    assert named_as == [("debug", "task"), ("debug|sub:1", "task"), ("debug|sub:1", "task_result")]
 
 
 # --- against plain LangGraph ------------------------------------------------------------------

@@ -92,7 +92,7 @@ class RunEvents:
     def __post_init__(self) -> None:
         modes = frozenset(self.options.modes)
         self.messages = MessageModes(modes, self.metadata, self._fallback_id)
-        self.trace = NodeTrace(modes, self.run_id, self.graph_id, self.metadata)
+        self.trace = NodeTrace(modes, self.run_id, self.graph_id, self.metadata, self._suffix)
 
     def metadata(self, node: str | None, ns: str) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -187,21 +187,24 @@ class RunEvents:
         suffix = self._suffix(ns)
         modes = self.options.modes
         emitted: Emitted = []
+        # events are never namespaced and include subgraphs' (LangGraph's astream_events);
+        # debug is named and left out as updates are.
+        traced = self.trace.wanted
         if entry.kind == "token":
             emitted.extend(self.messages.tokens(data, self._messages_suffix(ns)))
-            if suffix is not None and self.trace.wanted:
-                emitted.extend(self.trace.tokens(ns, node, data, suffix))
+            if traced:
+                emitted.extend(self.trace.tokens(ns, node, data))
         elif entry.kind == "message":
-            if suffix is not None and self.trace.wanted:
-                emitted.extend(self.trace.heard(ns, node, suffix))
+            if traced:
+                emitted.extend(self.trace.message(ns, node, data.get("message")))
             emitted.extend(self.messages.message(data, self._messages_suffix(ns)))
         elif entry.kind == "update":
             emitted.extend(self.messages.node_done(ns, node, self._messages_suffix(ns)))
             update = data.get("update", {k: v for k, v in data.items() if k not in ("node", "ns")})
             if suffix is not None and "updates" in modes:
                 emitted.append((f"updates{suffix}", {node: update}))
-            if suffix is not None and self.trace.wanted:
-                emitted.extend(self.trace.updated(ns, node, update, suffix))
+            if traced:
+                emitted.extend(self.trace.updated(ns, node, update))
         elif entry.kind == "custom" and suffix is not None and "custom" in modes and "data" in data:
             emitted.append((f"custom{suffix}", data["data"]))
         return emitted
