@@ -117,6 +117,9 @@ def test_custom_data_and_a_subgraphs_events_by_namespace() -> None:
     assert [e.event for e in run_events("messages-tuple").progress(inner)] == ["messages"]
     both = run_events("messages-tuple", subgraphs=True).progress(inner)
     assert [e.event for e in both] == ["messages|sub:1"]
+    # The messages mode is never namespaced (LangGraph's server sends it so).
+    plain = run_events("messages", subgraphs=True).progress(inner)
+    assert [e.event for e in plain] == ["messages/metadata", "messages/complete"]
 
 
 def test_the_first_values_are_the_state_the_sandbox_recorded_at_the_start() -> None:

@@ -142,7 +142,7 @@ class RunEvents:
         # A run that recorded nothing before it stopped (an interrupt in its first node): the
         # state it stopped with is all there is to show, as its last values.
         emitted: Emitted = [] if self.started else self._start(None, shown=False)
-        emitted.extend(self.messages.all_done(self._messages_suffix))
+        emitted.extend(self.messages.all_done())
         if execution.status is ExecutionStatus.ERROR:
             error = execution.error or {}
             data = {
@@ -199,7 +199,7 @@ class RunEvents:
                 emitted.extend(self.trace.message(ns, node, data.get("message")))
             emitted.extend(self.messages.message(data, self._messages_suffix(ns)))
         elif entry.kind == "update":
-            emitted.extend(self.messages.node_done(ns, node, self._messages_suffix(ns)))
+            emitted.extend(self.messages.node_done(ns, node))
             update = data.get("update", {k: v for k, v in data.items() if k not in ("node", "ns")})
             if suffix is not None and "updates" in modes:
                 emitted.append((f"updates{suffix}", {node: update}))

@@ -8,7 +8,8 @@ mode emits them. Pure.
   message the state shows afterwards);
 - ``messages``: ``messages/metadata`` when a message appears, ``messages/partial`` with the text
   so far per batch of tokens, ``messages/complete`` for a whole message, or for a streamed one
-  once its node finished.
+  once its node finished; never namespaced (LangGraph's server names them so with subgraphs
+  too).
 """
 
 from __future__ import annotations
@@ -69,8 +70,8 @@ class MessageModes:
             emitted.append((f"messages{suffix}", [message, metadata]))
         if "messages" in self.modes:
             key = str(message.get("id") or self.fallback_id())
-            emitted.append((f"messages/metadata{suffix}", {key: {"metadata": metadata}}))
-            emitted.append((f"messages/complete{suffix}", [message]))
+            emitted.append(("messages/metadata", {key: {"metadata": metadata}}))
+            emitted.append(("messages/complete", [message]))
         return emitted
 
     def tokens(self, data: dict[str, Any], suffix: str) -> Emitted:
@@ -95,15 +96,15 @@ class MessageModes:
             if so_far is None:
                 so_far = {**MESSAGE_FIELDS, "id": message_id}
                 self.streamed[message_id] = so_far
-                emitted.append((f"messages/metadata{suffix}", {message_id: {"metadata": metadata}}))
+                emitted.append(("messages/metadata", {message_id: {"metadata": metadata}}))
             so_far["content"] = str(so_far["content"]) + text
             if calls:
                 so_far["tool_call_chunks"] = [*so_far.get("tool_call_chunks", []), *calls]
-            emitted.append((f"messages/partial{suffix}", [dict(so_far)]))
+            emitted.append(("messages/partial", [dict(so_far)]))
         self.open_by_node[(ns, node)] = message_id
         return emitted
 
-    def node_done(self, ns: str, node: str | None, suffix: str) -> Emitted:
+    def node_done(self, ns: str, node: str | None) -> Emitted:
         """The node finished: its streamed message is complete."""
         message_id = self.open_by_node.pop((ns, node), None)
         if message_id is None:
@@ -111,12 +112,8 @@ class MessageModes:
         message = self.streamed.pop(message_id, None)
         if message is None or "messages" not in self.modes:
             return []
-        return [(f"messages/complete{suffix}", [message])]
+        return [("messages/complete", [message])]
 
-    def all_done(self, suffix_of: Callable[[str], str]) -> Emitted:
+    def all_done(self) -> Emitted:
         """The run stopped: every message still streaming is complete."""
-        return [
-            emitted
-            for ns, node in list(self.open_by_node)
-            for emitted in self.node_done(ns, node, suffix_of(ns))
-        ]
+        return [done for ns, node in list(self.open_by_node) for done in self.node_done(ns, node)]
