@@ -183,6 +183,17 @@ def test_a_run_that_recorded_nothing_before_its_stop_shows_the_state_it_stopped_
     ]
 
 
+def test_a_run_a_later_run_followed_ends_with_what_its_entries_left_open_only() -> None:
+    """Joined once its turn ran on (a decision resumed it): its stop is the later run's start,
+    not kept, so nothing of the execution as it is now is shown as this run's end."""
+    events = run_events("messages", "values", "updates")
+    events.progress(RUN[:2])
+    running_on = pending().model_copy(update={"status": ExecutionStatus.RUNNING, "epoch": 3})
+    assert named(events.closing(running_on, superseded=True)) == [
+        ("messages/complete", [_complete("Hello")])
+    ]
+
+
 def test_a_failed_run_ends_with_an_error_event() -> None:
     failed = pending().model_copy(
         update={

@@ -156,6 +156,14 @@ async def test_a_run_stopped_at_its_review_is_not_cancelled_when_its_client_goes
         resumed = await events(r)
     assert "reviewer said approve" in json.dumps(resumed[-1]["data"])
     assert (await world.execution(execution_id)).status is ExecutionStatus.COMPLETED
+    # The first run joined now: its events again, but its stop is the decision's run's start
+    # (not kept), so the replay ends with what it recorded.
+    first = sent[0]["data"]["run_id"]
+    joined = f"{LANGGRAPH}/threads/{thread}/runs/{first}/stream"
+    async with http.stream("GET", joined, headers={"Last-Event-ID": "-1"}) as replay:
+        again = await events(replay)
+    assert again == [e for e in sent if not e["id"].startswith("000001.9999.")]
+    assert again[0]["event"] == "metadata"
 
 
 async def test_a_join_that_cancels_on_disconnect_needs_an_owner(

@@ -137,28 +137,34 @@ class RunEvents:
             events.extend(self._numbered(entry.key, emitted))
         return events
 
-    def closing(self, execution: Execution) -> list[ServerSentEvent]:
-        """The run stopped: its interrupt, its final state, or its error."""
+    def closing(self, execution: Execution, *, superseded: bool = False) -> list[ServerSentEvent]:
+        """The run stopped: its interrupt, its final state, or its error. Of a run a later run
+        of its turn followed (``superseded``), only what its entries left open: the state it
+        stopped with is not kept (it is the later run's first)."""
         # A run that recorded nothing before it stopped (an interrupt in its first node): the
         # state it stopped with is all there is to show, as its last values.
         emitted: Emitted = [] if self.started else self._start(None, shown=False)
         emitted.extend(self.messages.all_done())
+        if not superseded:
+            emitted.extend(self._stop(execution))
+        return self._numbered(progress_key(self.epoch, 9999, 999999), emitted)
+
+    def _stop(self, execution: Execution) -> Emitted:
         if execution.status is ExecutionStatus.ERROR:
             error = execution.error or {}
             data = {
                 "error": error.get("error_type", "Error"),
                 "message": error.get("message", "the run failed"),
             }
-            emitted.append(("error", data))
-        else:
-            interrupts = interrupts_of(execution)
-            if interrupts and "updates" in self.options.modes:
-                emitted.append(("updates", {"__interrupt__": interrupts}))
-            values = result_of(execution)
-            if "values" in self.options.modes:
-                emitted.append(("values", values))
-            emitted.extend(self.trace.graph_end(values))
-        return self._numbered(progress_key(self.epoch, 9999, 999999), emitted)
+            return [("error", data)]
+        emitted: Emitted = []
+        interrupts = interrupts_of(execution)
+        if interrupts and "updates" in self.options.modes:
+            emitted.append(("updates", {"__interrupt__": interrupts}))
+        values = result_of(execution)
+        if "values" in self.options.modes:
+            emitted.append(("values", values))
+        return [*emitted, *self.trace.graph_end(values)]
 
     def _start(self, entry: ProgressEntry | None, *, shown: bool = True) -> Emitted:
         """The state the run starts from: the sandbox's first entry, when it recorded it."""

@@ -24,7 +24,7 @@ from fastapi.sse import ServerSentEvent
 
 from services.gateway.feed import Watch
 from services.gateway.langgraph.run_events import EventPosition, RunEvents
-from services.gateway.langgraph.views import segment_done
+from services.gateway.langgraph.views import last_run_epoch, segment_done
 from services.gateway.stream import KEY_REVOKED
 from shared.domain.execution import Execution, ExecutionStatus
 from shared.store.progress import ProgressEntry
@@ -78,10 +78,10 @@ async def run_events(
         yield event
     for event in sent(events.progress(stored or [])):
         yield event
-    if not segment_done(execution, events.epoch):
+    if not stopped(execution, events.epoch):
         sent.caught_up()  # what comes now is news (a run that had stopped has none)
     left = seconds
-    while not segment_done(execution, events.epoch):
+    while not stopped(execution, events.epoch):
         if watch.ended is not None:
             # Its key was revoked (or could not be read again): the client raises the error.
             end.closed = True
@@ -106,9 +106,20 @@ async def run_events(
                 or activity.change.status is ExecutionStatus.SUSPENDED
             ):
                 execution = await reread()
-    for event in sent(events.closing(execution)):
+    for event in sent(events.closing(execution, superseded=superseded(execution, events.epoch))):
         yield event
     end.stopped = True
+
+
+def stopped(execution: Execution, epoch: int) -> bool:
+    """Has the run of ``epoch`` stopped: at a suspension, with the execution's end, or with a
+    later run of its turn after it (a join of an earlier run)?"""
+    return segment_done(execution, epoch) or superseded(execution, epoch)
+
+
+def superseded(execution: Execution, epoch: int) -> bool:
+    """Did a later run of the turn follow the run of ``epoch`` (its stop is not kept then)?"""
+    return last_run_epoch(execution, decided=False) > epoch
 
 
 class _Filter:
