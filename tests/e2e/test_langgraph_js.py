@@ -61,15 +61,12 @@ def node_with_client() -> str:
     return node
 
 
-async def run_conversation(url: str, key: str) -> None:
-    """Run tests/js/conversation.mjs against the LangGraph API at ``url`` (one workspace's root)
-    with an owner's ``key``; it exits 0 only when every check held."""
-    await run_script(CONVERSATION, url, key)
-
-
-async def run_script(script: Path, url: str, key: str, env: dict[str, str] | None = None) -> None:
-    """Run a script of tests/js against the LangGraph API at ``url`` with an owner's ``key``
-    (and ``env``); it exits 0 only when every check held."""
+async def run_conversation(
+    url: str, key: str, script: Path = CONVERSATION, env: dict[str, str] | None = None
+) -> None:
+    """Run ``script`` (tests/js/conversation.mjs by default) against the LangGraph API at
+    ``url`` (one workspace's root) with an owner's ``key`` (and ``env``); it exits 0 only when
+    every check held."""
     node = node_with_client()
     env = {**os.environ, **(env or {}), "INTERLOCK_LANGGRAPH_URL": url, "INTERLOCK_API_KEY": key}
     process = await asyncio.create_subprocess_exec(

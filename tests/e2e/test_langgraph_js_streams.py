@@ -9,15 +9,15 @@ import pytest
 
 from tests.e2e.cluster import Cluster
 from tests.e2e.conftest import PROJECT, WORKSPACE
-from tests.e2e.test_langgraph_js import JS, run_script
+from tests.e2e.test_langgraph_js import JS, run_conversation
 
 STREAMS = JS / "streams.mjs"
 
 
 @pytest.mark.timeout(600)
 async def test_the_js_client_streams_as_use_stream_does(cluster: Cluster) -> None:
-    await run_script(
-        STREAMS,
+    await run_conversation(
         f"{cluster.base_url}/langgraph/projects/{PROJECT}/workspaces/{WORKSPACE}",
         await cluster.key(PROJECT, email="js-streams@example.com"),
+        STREAMS,
     )

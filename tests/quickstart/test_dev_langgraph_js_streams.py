@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_langgraph_js import JS, run_script
+from tests.e2e.test_langgraph_js import JS, run_conversation
 from tests.quickstart.test_dev_mode import FLOWS_RATE, KEY, Dev
 
 pytestmark = pytest.mark.quickstart
@@ -32,9 +32,9 @@ def dev(tmp_path: Path) -> Iterator[Dev]:
 
 @pytest.mark.timeout(600)
 async def test_the_js_client_streams_as_use_stream_does(dev: Dev) -> None:
-    await run_script(
-        JS / "streams.mjs",
+    await run_conversation(
         f"{dev.url}/langgraph/projects/demo/workspaces/default",
         KEY,
+        JS / "streams.mjs",
         {"INTERLOCK_STREAM_CLOSES_AFTER": str(CLOSES_AFTER_SECONDS)},
     )
