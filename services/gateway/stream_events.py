@@ -17,6 +17,11 @@ from shared.activity import ExecutionChange
 from shared.domain.execution import AuditEntry, Execution, ExecutionStatus
 from shared.store.progress import ProgressEntry
 
+NATIVE_KINDS = frozenset({"update", "token"})
+"""The progress this stream shows: the root graph's node updates and tokens. The sandbox records
+more for the LangGraph API's stream modes (whole messages, custom data, the state a run starts
+from, subgraphs' entries: services/sandbox/progress.py)."""
+
 
 class Until(StrEnum):
     END = "end"
@@ -86,7 +91,8 @@ def progress_events(
         if entry.key <= cursor.progress:
             continue
         cursor = StreamCursor(cursor.audit, entry.key)
-        events.append(ServerSentEvent(event=entry.kind, id=str(cursor), data=entry.data))
+        if entry.kind in NATIVE_KINDS and "ns" not in entry.data:
+            events.append(ServerSentEvent(event=entry.kind, id=str(cursor), data=entry.data))
     return events, cursor
 
 

@@ -25,7 +25,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import structlog
 from langgraph.graph import END
@@ -330,11 +330,14 @@ class AgentRunner:
                 # Checkpointed when the run exits (suspends, completes or fails), not after
                 # every step: a crashed run starts again from its last checkpoint, and the
                 # step cache serves what its durable steps had done (docs/durable-steps.md).
+                # With subgraphs: their entries carry their namespace (stream_subgraphs).
                 stream = agent.graph.astream(
-                    payload, config, durability="exit", stream_mode=STREAM_MODES
+                    payload, config, durability="exit", stream_mode=STREAM_MODES, subgraphs=True
                 )
-                async for mode, chunk in stream:
-                    await progress.observe(mode, chunk)
+                async for part in stream:
+                    # (namespace, mode, chunk): a list of modes, with subgraphs.
+                    ns, mode, chunk = cast(tuple[tuple[str, ...], str, Any], part)
+                    await progress.observe(mode, chunk, ns)
                 await progress.flush()
         except Fenced:
             raise

@@ -26,3 +26,14 @@ def check_cancellable(execution: Execution) -> None:
     """Raise AlreadyFinished when ``execution`` has ended."""
     if execution.status.is_terminal:
         raise AlreadyFinished(execution.status)
+
+
+def still_under_way(execution: Execution, epoch: int) -> bool:
+    """Is the run of ``epoch`` still to stop: not yet started (a new turn, one queued behind
+    another), starting or running? A run that stopped is not: one waiting at a review (its
+    own, or a decision's run still waiting to be applied or for the approvals it needs), one
+    that ended, or one a later run followed. What a stream's client that leaves with
+    ``on_disconnect='cancel'`` cancels, as LangGraph's server cancels only a run under way."""
+    if execution.status.is_terminal or execution.status is ExecutionStatus.SUSPENDED:
+        return False
+    return execution.epoch <= epoch

@@ -61,12 +61,14 @@ def node_with_client() -> str:
     return node
 
 
-async def run_conversation(url: str, key: str, script: Path = CONVERSATION) -> None:
+async def run_conversation(
+    url: str, key: str, script: Path = CONVERSATION, env: dict[str, str] | None = None
+) -> None:
     """Run ``script`` (tests/js/conversation.mjs by default) against the LangGraph API at
-    ``url`` (one workspace's root) with an owner's ``key``; it exits 0 only when every check
-    held."""
+    ``url`` (one workspace's root) with an owner's ``key`` (and ``env``); it exits 0 only when
+    every check held."""
     node = node_with_client()
-    env = {**os.environ, "INTERLOCK_LANGGRAPH_URL": url, "INTERLOCK_API_KEY": key}
+    env = {**os.environ, **(env or {}), "INTERLOCK_LANGGRAPH_URL": url, "INTERLOCK_API_KEY": key}
     process = await asyncio.create_subprocess_exec(
         node,
         str(script),

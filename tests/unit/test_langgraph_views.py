@@ -251,7 +251,6 @@ def test_a_run_body_needs_an_input_or_a_command_and_refuses_what_it_cannot_honou
         {"interrupt_before": ["n"]},
         {"webhook": "http://x"},
         {"config": {"recursion_limit": 3}},
-        {"on_disconnect": "cancel"},
     ):
         with pytest.raises(Problem) as refused:
             refuse_unsupported(RunRequest.model_validate({"assistant_id": "a", **option}))
@@ -262,9 +261,21 @@ def test_a_run_body_needs_an_input_or_a_command_and_refuses_what_it_cannot_honou
             {"assistant_id": "a", "config": {}, "multitask_strategy": "reject", "durability": "x"}
         )
     )
+    # ...and so do useStream's defaults, honoured (services/gateway/langgraph/stream_routes.py).
+    defaults = RunRequest.model_validate(
+        {
+            "assistant_id": "a",
+            "stream_mode": ["values", "messages-tuple", "custom"],
+            "stream_subgraphs": True,
+            "on_disconnect": "cancel",
+        }
+    )
+    refuse_unsupported(defaults)
+    assert defaults.stream_options().modes == ("values", "messages-tuple", "custom")
+    assert defaults.stream_options().subgraphs
     with pytest.raises(Problem) as unknown:
-        RunRequest.model_validate({"assistant_id": "a", "stream_mode": ["events"]}).modes()
-    assert "events" in str(unknown.value)
+        RunRequest.model_validate({"assistant_id": "a", "stream_mode": ["tasks"]}).stream_options()
+    assert "tasks" in str(unknown.value)
 
 
 async def test_cancelling_a_run_needs_an_owner_as_the_cancel_route_does() -> None:

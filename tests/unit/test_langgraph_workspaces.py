@@ -141,6 +141,10 @@ def calls(thread: str, run: str) -> dict[tuple[str, str], tuple[str, dict[str, A
             f"/threads/{thread}/runs/{run}/join",
             None,
         ),
+        ("GET", "/threads/{thread_id}/runs/{run}/stream"): (
+            f"/threads/{thread}/runs/{run}/stream",
+            None,
+        ),
         ("POST", "/threads/{thread_id}/runs/{run}/cancel"): (
             f"/threads/{thread}/runs/{run}/cancel",
             None,

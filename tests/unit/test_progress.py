@@ -90,3 +90,29 @@ async def test_a_store_that_does_not_answer_costs_the_progress_not_the_run(
 async def test_a_progress_write_failing_for_a_reason_a_retry_cannot_fix_is_raised() -> None:
     with pytest.raises(TypeError, match="not serialisable"):
         await record(BrokenLog(TypeError("not serialisable")), chatty_graph())
+
+
+async def test_a_run_that_stops_before_any_node_reports_costs_no_progress_write() -> None:
+    """Its first state is kept only once something else is recorded: a run interrupted in its
+    first node stops with the state its suspension holds, and writes nothing here."""
+    from langgraph.types import interrupt
+
+    def ask(state: MessagesState) -> dict[str, Any]:
+        interrupt("ok?")
+        return {}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("ask", ask)
+    graph.add_edge(START, "ask")
+    log = InMemoryProgressLog()
+    await record(log, graph.compile(checkpointer=InMemorySaver()))
+    assert await log.after("p", "ex", "") == []
+
+
+async def test_the_first_state_is_stored_first_once_a_node_reports() -> None:
+    log = InMemoryProgressLog()
+    await record(log, chatty_graph())
+    entries = await log.after("p", "ex", "")
+    assert entries[0].kind == "values"
+    assert entries[0].data["values"]["messages"][0]["content"] == "hi"
+    assert entries[0].key < entries[1].key

@@ -325,10 +325,15 @@ async def test_a_run_records_its_node_updates_as_progress(tmp_path: Path) -> Non
     outcome, _ = await runner.run(start())
     assert isinstance(outcome, Suspended)
     first_run = await store.progress.after("p", "exec-r", "")
-    assert [(e.kind, e.data["node"]) for e in first_run] == [("update", "lookup_claim")]
-    assert first_run[0].data["update"]["claim_id"] == "CLM-4821"
+    # The state the run started from (its input applied), then each node's update.
+    assert [(e.kind, e.data.get("node")) for e in first_run] == [
+        ("values", None),
+        ("update", "lookup_claim"),
+    ]
+    assert "CLM-4821" in str(first_run[0].data["values"])
+    assert first_run[1].data["update"]["claim_id"] == "CLM-4821"
     # Keys sort by epoch, attempt and sequence: a resume's progress comes after the start's.
-    assert [e.key for e in first_run] == ["000001.0001.000001"]
+    assert [e.key for e in first_run] == ["000001.0001.000001", "000001.0001.000002"]
     await runner.run(resume(outcome.interrupts[0].interrupt_id, outcome.agent_fingerprint))
     resumed = await store.progress.after("p", "exec-r", first_run[-1].key)
     assert resumed and all(e.key.startswith("000002.0001.") for e in resumed)

@@ -4,6 +4,7 @@ a 400 problem that names what to send instead."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -15,7 +16,26 @@ from services.gateway.schemas import INPUT_TITLES
 from shared.events import AgentInput, Identifier, ResumeCommand
 from shared.graph_input import InputError, graph_state
 
-STREAM_MODES = ("values", "updates", "messages", "messages-tuple")
+STREAM_MODES = ("values", "updates", "messages", "messages-tuple", "custom", "events", "debug")
+
+
+@dataclass(frozen=True)
+class StreamOptions:
+    """What a stream of a run asks for: its modes, and whether subgraphs' events are in it."""
+
+    modes: tuple[str, ...] = ("values",)
+    subgraphs: bool = False
+
+
+def stream_modes(asked: str | list[str] | None) -> tuple[str, ...]:
+    """The stream modes asked for (``values`` when none, as LangGraph does)."""
+    modes = [asked] if isinstance(asked, str) else list(asked or ["values"])
+    unknown = [m for m in modes if m not in STREAM_MODES]
+    if unknown:
+        raise unsupported(
+            f"stream_mode {', '.join(unknown)}: Interlock streams {', '.join(STREAM_MODES)}"
+        )
+    return tuple(dict.fromkeys(modes))
 
 
 class RunRequest(BaseModel):
@@ -56,16 +76,9 @@ class RunRequest(BaseModel):
         given = self.checkpoint_id or (self.checkpoint or {}).get("checkpoint_id")
         return str(given) if given is not None else None
 
-    def modes(self) -> list[str]:
-        """The stream modes asked for (``values`` when none, as LangGraph does)."""
-        asked = self.stream_mode or ["values"]
-        modes = [asked] if isinstance(asked, str) else list(asked)
-        unknown = [m for m in modes if m not in STREAM_MODES]
-        if unknown:
-            raise unsupported(
-                f"stream_mode {', '.join(unknown)}: Interlock streams {', '.join(STREAM_MODES)}"
-            )
-        return modes
+    def stream_options(self) -> StreamOptions:
+        """The stream asked for (``values`` when no mode is named, as LangGraph does)."""
+        return StreamOptions(stream_modes(self.stream_mode), bool(self.stream_subgraphs))
 
 
 def run_request(raw: Any) -> RunRequest:
@@ -100,8 +113,6 @@ def refuse_unsupported(body: RunRequest) -> None:
         "after_seconds": body.after_seconds,
         "config": body.config or None,
         "context": body.context or None,
-        "stream_subgraphs": body.stream_subgraphs or None,
-        "on_disconnect=cancel": True if body.on_disconnect == "cancel" else None,
     }
     named = [name for name, value in set_options.items() if value is not None]
     if named:

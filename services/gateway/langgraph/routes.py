@@ -13,18 +13,14 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
-from fastapi.sse import EventSourceResponse, ServerSentEvent
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.gateway.auth import ANY_ROLE, WRITERS, access, require_role
 from services.gateway.bodies import api_router, json_object
-from services.gateway.feed import Watch
 from services.gateway.langgraph.requests import (
     RunRequest,
     TtlField,
@@ -34,12 +30,11 @@ from services.gateway.langgraph.requests import (
 )
 from services.gateway.langgraph.search import Order, SortBy, SortOrder
 from services.gateway.langgraph.service import (
-    WAIT_SECONDS,
     LangGraphService,
     Scope,
     StartedRun,
 )
-from services.gateway.langgraph.streaming import Messages, run_events
+from services.gateway.langgraph.stream_routes import add_stream_routes
 from services.gateway.langgraph.views import (
     ThreadView,
     checkpoint_of,
@@ -118,15 +113,6 @@ class HistoryRequest(BaseModel):
     metadata: dict[str, Any] | None = None
     checkpoint: dict[str, Any] | None = None
     select: list[str] | None = None
-
-
-@dataclass(frozen=True)
-class StreamStart:
-    """A streamed run, started, with the watch that hears it."""
-
-    watch: Watch
-    started: StartedRun
-    modes: list[str]
 
 
 def selected(body: dict[str, Any], fields: list[str] | None) -> dict[str, Any]:
@@ -391,6 +377,11 @@ def build_langgraph_router(service: LangGraphService, keys: ApiKeys) -> APIRoute
         key: ApiKey,
     ) -> dict[str, Any]:
         body = run_request(raw)
+        if body.on_disconnect == "cancel":
+            raise unsupported(
+                "on_disconnect=cancel on runs.wait: a run is cancelled when its client goes on"
+                " streams (runs.stream); a wait's run goes on (on_disconnect=continue)"
+            )
         thread = thread_id or str(uuid.uuid4())
         # Watched from before the run starts: nothing it does falls before the watch.
         async with service.start(
@@ -408,54 +399,6 @@ def build_langgraph_router(service: LangGraphService, keys: ApiKeys) -> APIRoute
         # Where langgraph-sdk reconnects if this response is cut off (a gateway restart).
         response.headers["Location"] = f"{run_path(started)}/join"
         return result_of(execution, await service.earlier_of(execution))
-
-    async def stream_start(
-        request: Request,
-        project_id: Identifier,
-        workspace_id: Identifier,
-        raw: RawBody = None,
-        key: ApiKey = anyone,
-    ) -> AsyncIterator[StreamStart]:
-        """The run a stream follows, started before the response begins: a refusal (a bad body,
-        a missing thread, a decision refused) is still a problem document, not a broken stream.
-        The watch outlives the dependency's start and ends with the response."""
-        thread_id = request.path_params.get("thread_id")
-        body = run_request(raw)
-        modes = body.modes()
-        scope = scope_of(project_id, workspace_id)
-        thread = thread_id or str(uuid.uuid4())
-        async with service.start(
-            scope,
-            thread,
-            body,
-            key,
-            within_limits(request.headers.items()),
-            stateless=thread_id is None,
-            watch=True,
-        ) as (started, watch):
-            assert watch is not None
-            yield StreamStart(watch, started, modes)
-
-    starting = Depends(stream_start)
-
-    async def stream_run(start: StreamStart) -> AsyncIterator[ServerSentEvent]:
-        started = start.started
-        messages = Messages(run_id(started.execution.execution_id, started.epoch), start.modes)
-
-        async def reread() -> Execution:
-            return await service.reread(started.execution)
-
-        events = run_events(
-            start.watch,
-            started.execution,
-            started.epoch,
-            started.thread.thread_id,
-            messages,
-            reread,
-            service.bounds.lifetime(WAIT_SECONDS),
-        )
-        async for event in events:
-            yield event
 
     @router.post(f"{PREFIX}/threads/{{thread_id}}/runs", tags=TAGS, openapi_extra=RUN_BODY)
     async def create_thread_run(
@@ -512,35 +455,7 @@ def build_langgraph_router(service: LangGraphService, keys: ApiKeys) -> APIRoute
         scope = scope_of(project_id, workspace_id)
         return await wait_run(request, response, scope, None, raw, key)
 
-    @router.post(
-        f"{PREFIX}/threads/{{thread_id}}/runs/stream",
-        tags=TAGS,
-        openapi_extra=RUN_BODY,
-        response_class=EventSourceResponse,
-    )
-    async def stream_thread_run(
-        request: Request,
-        project_id: Identifier,
-        workspace_id: Identifier,
-        thread_id: Identifier,
-        start: StreamStart = starting,
-    ) -> AsyncIterator[ServerSentEvent]:
-        """Start a run and stream it (``stream_mode``: values, updates, messages,
-        messages-tuple)."""
-        async for event in stream_run(start):
-            yield event
-
-    @router.post(
-        f"{PREFIX}/runs/stream",
-        tags=TAGS,
-        openapi_extra=RUN_BODY,
-        response_class=EventSourceResponse,
-    )
-    async def stream_stateless_run(
-        project_id: Identifier, workspace_id: Identifier, start: StreamStart = starting
-    ) -> AsyncIterator[ServerSentEvent]:
-        async for event in stream_run(start):
-            yield event
+    add_stream_routes(router, service, anyone)
 
     @router.get(f"{PREFIX}/threads/{{thread_id}}/runs/{{run}}", tags=TAGS)
     async def get_run(

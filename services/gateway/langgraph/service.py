@@ -95,6 +95,10 @@ class LangGraphService:
         self.conversations = conversations or Conversations(intake, store)
         self.finder = ThreadFinder(intake, store, self.conversations, self.view)
 
+    @property
+    def intake(self) -> Intake:
+        return self._intake
+
     # --- threads --------------------------------------------------------------------------
 
     async def create_thread(
