@@ -20,22 +20,28 @@ from tests.e2e.conftest import PROJECT, WORKSPACE
 
 JS = Path(__file__).resolve().parents[1] / "js"
 CONVERSATION = JS / "conversation.mjs"
-CLIENT = "@langchain/langgraph-sdk"
 SECONDS = 240
 """How long the script may take (about 15 s on interlock dev)."""
 
 
-def pinned_version() -> str:
-    return str(json.loads((JS / "package.json").read_text())["dependencies"][CLIENT])
+def pinned_versions() -> dict[str, str]:
+    """Each dependency of tests/js and the version it pins (an alias ``npm:pkg@v`` pins v)."""
+    pinned = json.loads((JS / "package.json").read_text())["dependencies"]
+    return {name: str(spec).rpartition("@")[2] for name, spec in pinned.items()}
 
 
-def installed_version() -> str | None:
-    manifest = JS / "node_modules" / CLIENT / "package.json"
-    return str(json.loads(manifest.read_text())["version"]) if manifest.exists() else None
+def installed_versions() -> dict[str, str | None]:
+    installed: dict[str, str | None] = {}
+    for name in pinned_versions():
+        manifest = JS / "node_modules" / name / "package.json"
+        installed[name] = (
+            str(json.loads(manifest.read_text())["version"]) if manifest.exists() else None
+        )
+    return installed
 
 
 def node_with_client() -> str:
-    """The ``node`` to run the script with, once the pinned client is installed in tests/js:
+    """The ``node`` to run the script with, once the pinned clients are installed in tests/js:
     ``npm ci`` (the lockfile's exact tree, npm's cache first) only when it is missing or another
     version. Skips where node or npm is not installed at all, except in CI, which must run it."""
     node, npm = shutil.which("node"), shutil.which("npm")
@@ -47,7 +53,7 @@ def node_with_client() -> str:
     # Two test runs on one checkout must not install into the same node_modules at once.
     with (JS / "package-lock.json").open() as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if installed_version() != pinned_version():
+        if installed_versions() != pinned_versions():
             installed = subprocess.run(
                 [npm, "ci", "--prefix", str(JS), "--prefer-offline", "--no-audit", "--no-fund"],
                 capture_output=True,
@@ -57,7 +63,7 @@ def node_with_client() -> str:
             assert installed.returncode == 0, (
                 f"npm ci failed:\n{installed.stdout}{installed.stderr}"
             )
-            assert installed_version() == pinned_version(), installed.stdout
+            assert installed_versions() == pinned_versions(), installed.stdout
     return node
 
 

@@ -2,7 +2,8 @@
 beside a command, ``command.goto``, ``update_state`` as END, a thread search by metadata and
 status, regenerate), replayed with each LangGraph client alone against the separate-process
 services: ``langgraph-sdk`` (tests/langgraph_sdk/ui_flows.py) and ``@langchain/langgraph-sdk``
-(tests/js/ui-inputs.mjs)."""
+(tests/js/ui-inputs.mjs); and the stock UIs' own SDK versions with their default options,
+Agent Chat UI's through its ``useStream`` hook (tests/js/stock-uis.mjs)."""
 
 from __future__ import annotations
 
@@ -36,3 +37,12 @@ async def test_agent_chat_ui_resolves_approves_reloads_and_regenerates(target: T
 @pytest.mark.timeout(600)
 async def test_the_js_client_replays_agent_inbox_and_agent_chat_ui(target: Target) -> None:
     await run_conversation(target.url, target.owner, JS / "ui-inputs.mjs")
+
+
+@pytest.mark.timeout(600)
+async def test_the_stock_uis_sdk_versions_and_use_stream_drive_a_conversation_and_the_inbox(
+    target: Target,
+) -> None:
+    """Agent Chat UI's own ``useStream`` (the React hook, SDK 1.8.10) and Agent Inbox's client
+    (SDK 1.9.28) with the options those UIs pass (tests/js/stock-uis.mjs)."""
+    await run_conversation(target.url, target.owner, JS / "stock-uis.mjs")

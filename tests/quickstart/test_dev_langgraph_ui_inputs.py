@@ -46,3 +46,12 @@ async def test_agent_chat_ui_resolves_approves_reloads_and_regenerates(target: T
 @pytest.mark.timeout(600)
 async def test_the_js_client_replays_agent_inbox_and_agent_chat_ui(target: Target) -> None:
     await run_conversation(target.url, target.owner, JS / "ui-inputs.mjs")
+
+
+@pytest.mark.timeout(600)
+async def test_the_stock_uis_sdk_versions_and_use_stream_drive_a_conversation_and_the_inbox(
+    target: Target,
+) -> None:
+    """Agent Chat UI's own ``useStream`` (the React hook, SDK 1.8.10) and Agent Inbox's client
+    (SDK 1.9.28) with the options those UIs pass (tests/js/stock-uis.mjs)."""
+    await run_conversation(target.url, target.owner, JS / "stock-uis.mjs")

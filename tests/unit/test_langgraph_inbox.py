@@ -242,6 +242,49 @@ async def test_chat_ui_approves_with_an_empty_input_beside_the_command(api: Clie
     assert shown(done.json()["messages"]) == plain_messages(expected)
 
 
+async def head_checkpoint(http: httpx.AsyncClient, thread: str) -> dict[str, Any]:
+    """What ``useStream`` (fetchStateHistory) sends beside every submit: the history's head."""
+    history = (await http.post(f"/threads/{thread}/history", json={"limit": 10})).json()
+    return dict(history[0]["checkpoint"])
+
+
+async def test_use_stream_names_the_head_checkpoint_beside_each_command_and_input(
+    api: Clients, world: World
+) -> None:
+    """The hook sends the thread's head beside an approve and beside the next message: in
+    LangGraph that is where the thread stands, so both run as they would without it."""
+    agent, approve = "outreach-email", {"resume": {"decisions": [{"type": "approve"}]}}
+    thread = await started(api.owner, agent, "send an email")
+    head = await head_checkpoint(api.owner, thread)
+    done = await run(api.owner, thread, agent, input={}, command=approve, checkpoint=head)
+    assert done.status_code == 200, done.text
+    second = await run(
+        api.owner,
+        thread,
+        agent,
+        input=said("send another"),
+        checkpoint=await head_checkpoint(api.owner, thread),
+    )
+    assert second.status_code == 200, second.text
+    assert second.json()["__interrupt__"]
+    # The next turn continues the thread from its first, whose messages come before it.
+    turn = await world.execution(turn_execution_id("p1", "w1", thread, 2))
+    assert turn.input.turn is not None
+    assert turn.input.turn.base == turn_execution_id("p1", "w1", thread, 1)
+    types = [m["type"] for m in second.json()["messages"]]
+    assert types == ["human", "ai", "tool", "ai", "human", "ai"]
+    # A command beside any checkpoint but the review's: a clear 409, the review untouched.
+    stale = await run(api.owner, thread, agent, input={}, command=approve, checkpoint=head)
+    assert stale.status_code == 409, stale.text
+    assert stale.json()["type"].endswith("checkpoint-moved")
+    assert "turn-2-epoch-1" in stale.json()["detail"]
+    assert (await api.owner.get(f"/threads/{thread}")).json()["status"] == "interrupted"
+    current = await head_checkpoint(api.owner, thread)
+    finished = await run(api.owner, thread, agent, input={}, command=approve, checkpoint=current)
+    assert finished.status_code == 200, finished.text
+    assert len(finished.json()["messages"]) == 8
+
+
 async def test_mark_as_resolved_goes_to_end_as_langgraph_does(api: Clients, world: World) -> None:
     """``Command(goto=END)`` alone: in LangGraph the reviewing node runs again and interrupts
     again (the same review); here too, as a decision recorded with who gave it."""

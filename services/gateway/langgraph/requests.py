@@ -106,10 +106,6 @@ def refuse_unsupported(body: RunRequest) -> None:
         "interrupt_before": body.interrupt_before,
         "interrupt_after": body.interrupt_after,
         "webhook": body.webhook,
-        # A decision answers the thread's latest review; a fork starts with an input.
-        "checkpoint with command": (body.checkpoint or body.checkpoint_id)
-        if body.command is not None
-        else None,
         "after_seconds": body.after_seconds,
         "config": body.config or None,
         "context": body.context or None,

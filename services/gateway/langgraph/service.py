@@ -37,6 +37,7 @@ from services.gateway.langgraph.search import ThreadFinder
 from services.gateway.langgraph.turns import THREAD_START, Fork, NewTurn, again_from
 from services.gateway.langgraph.views import (
     ThreadView,
+    checkpoint_of,
     checkpoint_turn,
     epoch_of_run,
     last_run_epoch,
@@ -280,7 +281,9 @@ class LangGraphService:
             # Roles first: a key that may not start a run creates no thread either.
             require_role(key, "starting a run", WRITERS)
             record, created = await self._thread_for(scope, thread_id, body, stateless)
-            fork = await self.forked_from(record, body.fork_checkpoint())
+            fork = await self.forked_from(
+                record, body.fork_checkpoint(), head_continues=body.input is not None
+            )
             turn = (
                 NewTurn(
                     agent=body.assistant_id,
@@ -307,6 +310,7 @@ class LangGraphService:
             raise not_suspended(record.thread_id)
         if execution.agent != body.assistant_id:
             raise assistant_mismatch(record.thread_id, execution.agent, body.assistant_id)
+        answers_head_of(record, execution, body.fork_checkpoint())
         async with self._watch_if(scope, execution.execution_id, key, watch) as watching:
             yield await self._decide(scope, record, execution, body, key, headers), watching
 
@@ -383,18 +387,30 @@ class LangGraphService:
                 return
         raise thread_busy(record.thread_id, None)
 
-    async def forked_from(self, record: ThreadRecord, checkpoint_id: str | None) -> Fork | None:
+    async def forked_from(
+        self, record: ThreadRecord, checkpoint_id: str | None, *, head_continues: bool = False
+    ) -> Fork | None:
         """The turn a run from ``checkpoint_id`` starts from (a fork: a new branch of the
         thread, its history that turn's and those before it); None without one. A checkpoint is
         a turn's state as the thread's history lists it: a turn that moved on since (a later
         run of it) is not that state any more. The thread's start (``epoch-0``, its first
-        turn's parent) never moves: a fork from it starts from nothing."""
+        turn's parent) never moves: a fork from it starts from nothing. With
+        ``head_continues``, the thread's head (its latest turn as it stands) is no fork: an
+        input from it is the thread's next turn, as LangGraph runs it; ``useStream`` names the
+        head on every submit once it has read the history."""
         if checkpoint_id is None:
             return None
         named = checkpoint_turn(checkpoint_id)
         if named == THREAD_START:
             return Fork(None)
-        turn = None if named is None else await self.conversations.turn(record, named[0])
+        turn, following = (
+            await asyncio.gather(
+                self.conversations.turn(record, named[0]),
+                self.conversations.turn(record, named[0] + 1),
+            )
+            if named is not None
+            else (None, None)
+        )
         if named is None or turn is None:
             raise Problem(
                 404,
@@ -403,6 +419,8 @@ class LangGraphService:
                 f"thread {record.thread_id} has no checkpoint {checkpoint_id!r} (take one from"
                 " its history)",
             )
+        if head_continues and following is None and turn.epoch == named[1]:
+            return None
         if turn.epoch != named[1] or not turn.status.is_terminal:
             raise Problem(
                 409,
@@ -683,6 +701,24 @@ def not_suspended(thread_id: str) -> Problem:
         "Execution is not suspended",
         f"thread {thread_id} has no run to resume: start it with an input",
     )
+
+
+def answers_head_of(record: ThreadRecord, waiting: Execution, checkpoint_id: str | None) -> None:
+    """A decision answers the review the thread waits in now. ``useStream`` names the thread's
+    head checkpoint beside every command (it is that review's); any other checkpoint would be a
+    review of the past, which Interlock does not answer (a fork starts with an input)."""
+    if checkpoint_id is None:
+        return
+    head = checkpoint_of(record.thread_id, waiting)["checkpoint_id"]
+    if checkpoint_id != head:
+        raise Problem(
+            409,
+            "checkpoint-moved",
+            "Checkpoint is not the review's",
+            f"a command answers the review thread {record.thread_id} waits in now, at"
+            f" checkpoint {head!r}; {checkpoint_id!r} is another state of its history (send the"
+            " command without a checkpoint, or fork from that checkpoint with an input)",
+        )
 
 
 def thread_busy(thread_id: str, latest: Execution | None) -> Problem:
