@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any
 
 from langchain_core.messages import AnyMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -26,6 +26,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import interrupt
+from typing_extensions import TypedDict
 
 from agents.fake_model import ScriptedChatModel
 from interlock.sdk import durable_step

@@ -7,7 +7,7 @@ entry after its decision, so tests can check each side effect happened exactly o
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any
 
 from langchain_core.messages import AnyMessage
 from langchain_core.runnables import RunnableConfig
@@ -16,6 +16,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import interrupt
+from typing_extensions import TypedDict
 
 from agents import ledger
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any
 
 import httpx
 from langchain_core.messages import AnyMessage
@@ -22,6 +22,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import interrupt
+from typing_extensions import TypedDict
 
 from interlock.sdk import durable_step
 
