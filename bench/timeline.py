@@ -7,7 +7,10 @@ end and the next one's start is time spent between the services (publish, broker
 long handler is time spent in it (its store commands, the agent).
 
     INTERLOCK_LOG_LEVEL=info make up
-    .venv/bin/python -m bench.timeline .infra/logs/services [executions]
+    .venv/bin/python -m bench.timeline .infra/logs/services [executions] [background per second]
+
+With a background rate, other executions (invoked, approved once suspended) run meanwhile at that
+rate, so the same hops can be compared at 10% and at half of saturation.
 
 The arithmetic (``hops``) is pure; ``main`` drives the stack."""
 
@@ -84,7 +87,9 @@ def render(run: Run, found: list[Hop]) -> str:
     return "\n".join(rows)
 
 
-async def _until(client: httpx.AsyncClient, execution_id: str, wanted: set[str]) -> Any:
+async def _until(
+    client: httpx.AsyncClient, execution_id: str, wanted: set[str], poll: float = POLL_SECONDS
+) -> Any:
     while True:
         answer = await client.get(
             f"{BASE}/executions/{execution_id}", params={"workspace_id": "default"}
@@ -92,13 +97,40 @@ async def _until(client: httpx.AsyncClient, execution_id: str, wanted: set[str])
         body = answer.json()
         if body["status"] in wanted:
             return time.time(), body
-        await asyncio.sleep(POLL_SECONDS)
+        await asyncio.sleep(poll)
 
 
-async def _drive(count: int) -> list[Run]:
+async def _one_in_background(client: httpx.AsyncClient) -> None:
+    answer = await client.post(
+        f"{BASE}/workspaces/default/invoke",
+        json={"agent": "refund-approval", "message": f"Refund claim CLM-4821 ({time.time()})"},
+    )
+    if answer.status_code != 202:
+        return  # refused (the key's rate limit, say): the measured ones are what counts
+    execution_id = answer.json()["execution_id"]
+    _, body = await _until(client, execution_id, {"suspended", "error", "completed"}, 0.02)
+    if body["status"] == "suspended":
+        await client.post(
+            f"{BASE}/executions/{execution_id}/resume",
+            params={"workspace_id": "default"},
+            json={"decision": "approve"},
+        )
+
+
+async def _background(client: httpx.AsyncClient, rate: float) -> None:
+    started: set[asyncio.Task[None]] = set()
+    while True:
+        task = asyncio.create_task(_one_in_background(client))
+        started.add(task)
+        task.add_done_callback(started.discard)
+        await asyncio.sleep(1 / rate)
+
+
+async def _drive(count: int, rate: float = 0.0) -> list[Run]:
     runs = []
     headers = {"Authorization": f"Bearer {KEY}"}
     async with httpx.AsyncClient(headers=headers, timeout=30) as client:
+        background = asyncio.create_task(_background(client, rate)) if rate > 0 else None
         for _ in range(count):
             await asyncio.sleep(PAUSE_SECONDS)
             invoked = time.time()
@@ -106,6 +138,8 @@ async def _drive(count: int) -> list[Run]:
                 f"{BASE}/workspaces/default/invoke",
                 json={"agent": "refund-approval", "message": f"Refund claim CLM-4821 ({invoked})"},
             )
+            if answer.status_code != 202:
+                raise RuntimeError(f"invoke answered {answer.status_code}: {answer.text}")
             execution_id = answer.json()["execution_id"]
             seen, body = await _until(client, execution_id, {"suspended", "error", "completed"})
             if body["status"] != "suspended":
@@ -119,6 +153,8 @@ async def _drive(count: int) -> list[Run]:
             )
             done, _ = await _until(client, execution_id, {"completed", "error"})
             runs.append(Run(execution_id, invoked, seen, decided, done))
+        if background is not None:
+            background.cancel()
     return runs
 
 
@@ -137,7 +173,8 @@ def _log_lines(folder: Path) -> list[tuple[str, dict[str, Any]]]:
 def main() -> None:
     folder = Path(sys.argv[1])
     count = int(sys.argv[2]) if len(sys.argv) > 2 else 8
-    runs = asyncio.run(_drive(count))
+    rate = float(sys.argv[3]) if len(sys.argv) > 3 else 0.0
+    runs = asyncio.run(_drive(count, rate))
     time.sleep(2)  # the services' last lines reach their files
     lines = _log_lines(folder)
     for run in runs[-3:]:
