@@ -24,6 +24,7 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { JSDOM } from "jsdom";
+import { assertInboxOutcomes } from "./inbox-outcomes.mjs";
 
 const CHAT = "outreach-email";
 const INBOX = "inbox-email";
@@ -141,6 +142,20 @@ async function settled(seen, what) {
 
 const approve = { command: { resume: { decisions: [{ type: "approve" }] } } };
 
+/** After a submit that starts a turn: it waits for a review, is approved, and the thread then
+ * holds two whole turns (human, the tool call, its result, the answer; twice). */
+async function approvedTwoTurns(seen, what) {
+  let stream = await settled(seen, what);
+  assert.ok(stream.interrupt?.value?.action_requests, `${what} waits for a review`);
+  stream.submit({}, approve);
+  stream = await settled(seen, `${what}, approved`);
+  assert.deepEqual(
+    stream.messages.map((m) => m.type),
+    ["human", "ai", "tool", "ai", "human", "ai", "tool", "ai"],
+  );
+  return stream;
+}
+
 async function chatUi() {
   const client = new ChatUiSdk.Client({ apiUrl: API_URL, apiKey: API_KEY });
 
@@ -194,14 +209,7 @@ async function chatUi() {
     { messages: [second], context: undefined },
     { streamMode: ["values"], streamSubgraphs: true, streamResumable: true },
   );
-  stream = await settled(page.seen, "the second turn");
-  assert.ok(stream.interrupt?.value?.action_requests, "the second turn waits for a review");
-  stream.submit({}, approve);
-  stream = await settled(page.seen, "the second approval");
-  assert.deepEqual(
-    stream.messages.map((m) => m.type),
-    ["human", "ai", "tool", "ai", "human", "ai", "tool", "ai"],
-  );
+  stream = await approvedTwoTurns(page.seen, "the second turn");
   assert.deepEqual(page.seen.threadIds, [threadId], "one thread for the conversation");
   page.unmount();
 
@@ -233,14 +241,7 @@ async function chatUi() {
     streamSubgraphs: true,
     streamResumable: true,
   });
-  stream = await settled(reloaded.seen, "the regenerated turn");
-  assert.ok(stream.interrupt?.value?.action_requests, "the regenerated turn asks again");
-  stream.submit({}, approve);
-  stream = await settled(reloaded.seen, "the regenerated approval");
-  assert.deepEqual(
-    stream.messages.map((m) => m.type),
-    ["human", "ai", "tool", "ai", "human", "ai", "tool", "ai"],
-  );
+  stream = await approvedTwoTurns(reloaded.seen, "the regenerated turn");
   assert.deepEqual(
     stream.messages.slice(0, 5).map((m) => m.id),
     page.seen.stream.messages.slice(0, 5).map((m) => m.id),
@@ -321,27 +322,7 @@ async function inbox() {
   await client.threads.updateState(threads.resolve, { values: null, asNode: END });
 
   step("inbox: each thread ended as its answer says, and left the inbox");
-  const tools = {};
-  for (const [answer, threadId] of Object.entries(threads)) {
-    const thread = await client.threads.get(threadId);
-    assert.equal(thread.status, "idle", `${answer}: ${JSON.stringify(thread)}`);
-    tools[answer] = thread.values.messages.filter((m) => m.type === "tool").map((m) => m.content);
-  }
-  assert.deepEqual(tools, {
-    accept: [`Sent 'Following up' to ${to}.`],
-    edit: [`Sent 'Following up' to edited-${to}.`],
-    response: ["Not sent. The reviewer said: Not this week"],
-    ignore: ["Not sent: the reviewer ignored it."],
-    resolve: [],
-  });
-  const after = await client.threads.search({
-    offset: 0,
-    limit: 100,
-    status: "interrupted",
-    metadata: { graph_id: INBOX },
-  });
-  const left = new Set(after.map((t) => t.thread_id));
-  assert.ok(!Object.values(threads).some((t) => left.has(t)), "answered threads left the inbox");
+  await assertInboxOutcomes(client, INBOX, threads, to);
 }
 
 async function main() {

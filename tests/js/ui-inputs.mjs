@@ -21,6 +21,7 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { Client } from "@langchain/langgraph-sdk";
+import { assertInboxOutcomes } from "./inbox-outcomes.mjs";
 
 const INBOX = "inbox-email";
 const CHAT = "outreach-email";
@@ -63,10 +64,6 @@ function lastValues(parts) {
   const values = parts.filter((p) => p.event === "values");
   assert.ok(values.length, `no values event in ${JSON.stringify(parts)}`);
   return values.at(-1).data;
-}
-
-function toolResults(values) {
-  return values.messages.filter((m) => m.type === "tool").map((m) => m.content);
 }
 
 /** Await `call` expecting an HTTP error of `status`; the problem document it carries. */
@@ -157,28 +154,7 @@ async function inbox() {
   await client.threads.updateState(threads.resolve, { values: null, asNode: END });
 
   step("each completed as its answer says");
-  const results = {};
-  for (const [answer, threadId] of Object.entries(threads)) {
-    const done = await client.threads.get(threadId);
-    assert.equal(done.status, "idle", `${answer}: ${JSON.stringify(done)}`);
-    assert.deepEqual(done.interrupts, {});
-    results[answer] = toolResults(done.values);
-  }
-  assert.deepEqual(results, {
-    accept: [`Sent 'Following up' to ${to}.`],
-    edit: [`Sent 'Following up' to edited-${to}.`],
-    response: ["Not sent. The reviewer said: Not this week"],
-    ignore: ["Not sent: the reviewer ignored it."],
-    resolve: [],
-  });
-  const after = await client.threads.search({
-    offset: 0,
-    limit: 100,
-    status: "interrupted",
-    metadata: { graph_id: INBOX },
-  });
-  const left = new Set(after.map((t) => t.thread_id));
-  assert.ok(!Object.values(threads).some((t) => left.has(t)), "answered threads left the inbox");
+  await assertInboxOutcomes(client, INBOX, threads, to);
 
   step("a type the interrupt does not allow: 400 naming the ones it does");
   const strict = await client.threads.create();
