@@ -403,14 +403,14 @@ class LangGraphService:
         named = checkpoint_turn(checkpoint_id)
         if named == THREAD_START:
             return Fork(None)
-        turn, following = (
-            await asyncio.gather(
+        turn, following = None, None
+        if named is not None and head_continues:
+            turn, following = await asyncio.gather(
                 self.conversations.turn(record, named[0]),
                 self.conversations.turn(record, named[0] + 1),
             )
-            if named is not None
-            else (None, None)
-        )
+        elif named is not None:
+            turn = await self.conversations.turn(record, named[0])
         if named is None or turn is None:
             raise Problem(
                 404,
