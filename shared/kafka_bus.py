@@ -1,7 +1,8 @@
-"""A service's Kafka: FastStream's broker publishes (the service's FastStream app runs it), a
-keyed consumer per subscription consumes (``shared/kafka_consumer.py``: many messages at once,
-one execution's in order), and a group-less consumer per listener broadcasts a topic to it
-(``shared/kafka_listener.py``). ``route`` subscribes on it as on the in-process bus."""
+"""A service's Kafka: FastStream's broker publishes (the service's FastStream app runs it), one
+keyed consumer per consumer group consumes every topic the group reads here
+(``shared/kafka_consumer.py``: many messages at once, one execution's in order), and a
+group-less consumer per listener broadcasts a topic to it (``shared/kafka_listener.py``).
+``route`` subscribes on it as on the in-process bus."""
 
 from __future__ import annotations
 
@@ -29,7 +30,11 @@ class KafkaBus:
         self.publisher = KafkaPublisher(self.broker)
         self._settings = settings
         self._client_id = client_id
-        self.consumers: list[KeyedKafkaConsumer] = []
+        self._groups: dict[str, KeyedKafkaConsumer] = {}
+        """One consumer per group, whatever the number of its topics: one group member per
+        replica, so a replica's start is one join of its group (a member per topic made the
+        orchestrator's six rejoin each other for 15 s at every start), with one fetch loop, one
+        heartbeat and one commit loop."""
         self.listeners: list[KafkaListener] = []
         self._consuming = False
         """Between ``start_consumers`` and ``stop_consumers``."""
@@ -43,11 +48,19 @@ class KafkaBus:
         limit: int = 1,
         max_held: int | None = None,
     ) -> None:
+        group = self._groups.get(group_id)
+        if group is None:
+            if self._consuming:
+                raise RuntimeError("add consumers before the bus starts")
+            group = self._groups[group_id] = KeyedKafkaConsumer(self._options(group_id))
+        group.subscribe(topic, consumer, limit=limit, max_held=max_held or limit)
+
+    def _options(self, group_id: str) -> ConsumerOptions:
         s = self._settings
-        options = ConsumerOptions(
+        return ConsumerOptions(
             client=client_options(s),
             group_id=group_id,
-            group_instance_id=s.group_instance_id(topic),
+            group_instance_id=s.kafka_group_instance_id,
             session_timeout_ms=s.kafka_session_timeout_ms,
             heartbeat_interval_ms=max(1_000, s.kafka_session_timeout_ms // 3),
             max_poll_interval_ms=MAX_POLL_INTERVAL_MS,
@@ -56,9 +69,14 @@ class KafkaBus:
             client_id=self._client_id,
             commit_interval_seconds=s.consumer_commit_interval_ms / 1000,
         )
-        self.consumers.append(
-            KeyedKafkaConsumer(topic, consumer, options, limit=limit, max_held=max_held or limit)
-        )
+
+    @property
+    def consumers(self) -> list[KeyedKafkaConsumer]:
+        return list(self._groups.values())
+
+    def held(self, group_id: str, topic: str) -> int:
+        """Messages of ``topic`` the group's consumer holds (as the in-process bus's ``held``)."""
+        return self._groups[group_id].held_of(topic)
 
     def add_listener(self, topic: str, listener: Listener) -> None:
         """Have ``listener`` hear every message of ``topic`` published once the bus has started
@@ -75,7 +93,7 @@ class KafkaBus:
 
     def subscriptions(self) -> list[tuple[str, str]]:
         """The (group, topic) pairs consumed here (for the lag gauge)."""
-        return [(c.group_id, c.topic) for c in self.consumers]
+        return [(c.group_id, topic) for c in self.consumers for topic in c.topics]
 
     def lag_monitor(self) -> ConsumerLag:
         """The lag of this bus's groups, measured at the broker (``shared/consumer_lag.py``)."""

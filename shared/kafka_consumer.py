@@ -1,5 +1,6 @@
-"""One subscription of one replica to a Kafka topic, handling many messages at once and those of
-one key (one execution) strictly in order (issue 19): ``KeyedWindow`` decides, this does the I/O.
+"""One replica's member of a consumer group, reading every topic the group reads here, handling
+many messages at once and those of one key (one execution) strictly in order: a ``KeyedWindow``
+per topic decides, this does the I/O.
 
 Why not FastStream's subscriber: FastStream 0.7 hands a subscriber one message at a time, and its
 concurrent subscribers either commit before handling (``AckPolicy.ACK_FIRST``: a crash loses the
@@ -9,12 +10,13 @@ Ordering by key within a partition needs the offsets committed below the lowest 
 flight, which only a consumer that owns its commits can do; so this is aiokafka's consumer
 directly, behind the same ``route`` (``docs/architecture.md``, "Concurrency").
 
-- **Fetch loop.** ``getmany`` fills the window up to ``max_held`` messages. While the window is
-  full the loop takes nothing, and nothing more comes from the broker: aiokafka requests a
-  partition again only once the one batch it buffered of it (at most
-  ``max_partition_fetch_bytes``) is taken. Should the window stay full for half the poll
-  interval (long runs), the partitions are paused and polled, so that the group never takes
-  the replica for dead. Pausing at every full window would cost more than it saves: aiokafka
+- **Fetch loop.** ``getmany`` fills the windows up to their ``max_held`` messages (at most the
+  smallest room of any, from the partitions of the topics with room). A full topic's partitions
+  are left out: nothing more of them comes from the broker, since aiokafka requests a partition
+  again only once the one batch it buffered of it (at most ``max_partition_fetch_bytes``) is
+  taken. While every window is full the loop takes nothing; should they stay full for half the
+  poll interval (long runs), the partitions are paused and polled, so that the group never
+  takes the replica for dead. Pausing at every full window would cost more than it saves: aiokafka
   drops a paused partition's buffered batch and fetches it again on resume (measured: RSS from
   82 to 261 MB over a backlog of 100,000 messages, for a window that never held more than 128).
 - **Tasks.** Each started message runs in a task of its own through the ``Consumer`` wrapper
@@ -105,23 +107,36 @@ def key_of(record: ConsumerRecord[bytes, bytes]) -> Hashable:
     return record.key if record.key else (record.partition, record.offset)
 
 
-class KeyedKafkaConsumer:
-    def __init__(
-        self,
-        topic: str,
-        handler: DeliveryHandler,
-        options: ConsumerOptions,
-        *,
-        limit: int,
-        max_held: int,
-    ) -> None:
+class _Subscription:
+    """One topic of a keyed consumer: its handler and its own window, which bounds and orders
+    that topic's messages alone (one topic's backlog never takes another's room)."""
+
+    def __init__(self, topic: str, handler: DeliveryHandler, *, limit: int, max_held: int):
         self.topic = topic
-        self.group_id = options.group_id
-        self._handler = handler
-        self._options = options
-        self._window: KeyedWindow[ConsumerRecord[bytes, bytes]] = KeyedWindow(
+        self.handler = handler
+        self.window: KeyedWindow[ConsumerRecord[bytes, bytes]] = KeyedWindow(
             limit=limit, max_held=max_held
         )
+        self._in_flight_gauge = metrics.CONSUMER_IN_FLIGHT.labels(handler.name)
+        self._held_gauge = metrics.CONSUMER_HELD.labels(handler.name)
+
+    @property
+    def room(self) -> int:
+        return self.window.max_held - self.window.held
+
+    def measure(self) -> None:
+        self._in_flight_gauge.set(self.window.in_flight)
+        self._held_gauge.set(self.window.held)
+
+
+class KeyedKafkaConsumer:
+    """One member of one consumer group, for every topic the group reads in this process
+    (``subscribe`` each before ``start``)."""
+
+    def __init__(self, options: ConsumerOptions) -> None:
+        self.group_id = options.group_id
+        self._options = options
+        self._subscriptions: dict[str, _Subscription] = {}
         self._consumer: AIOKafkaConsumer | None = None
         self._assigned: set[TopicPartition] = set()
         self._leaving: set[TopicPartition] = set()
@@ -130,19 +145,34 @@ class KeyedKafkaConsumer:
         self._to_commit: dict[TopicPartition, int] = {}
         self._commit_wanted = asyncio.Event()
         self._room = asyncio.Event()
+        """Set when a topic the fetch loop left out for a full window has room again."""
+        self._full: set[str] = set()
+        """The topics whose windows were full when the fetch loop last looked."""
         self._last_poll = 0.0
         """When ``getmany`` last returned (monotonic seconds)."""
         self._loops: list[asyncio.Task[None]] = []
-        self._in_flight_gauge = metrics.CONSUMER_IN_FLIGHT.labels(handler.name)
-        self._held_gauge = metrics.CONSUMER_HELD.labels(handler.name)
+
+    def subscribe(self, topic: str, handler: DeliveryHandler, *, limit: int, max_held: int) -> None:
+        if self._consumer is not None:
+            raise RuntimeError("subscribe before the consumer starts")
+        if topic in self._subscriptions:
+            raise ValueError(f"{topic} is consumed once per group")
+        self._subscriptions[topic] = _Subscription(topic, handler, limit=limit, max_held=max_held)
+
+    @property
+    def topics(self) -> list[str]:
+        return list(self._subscriptions)
 
     @property
     def in_flight(self) -> int:
-        return self._window.in_flight
+        return sum(s.window.in_flight for s in self._subscriptions.values())
 
     @property
     def held(self) -> int:
-        return self._window.held
+        return sum(s.window.held for s in self._subscriptions.values())
+
+    def held_of(self, topic: str) -> int:
+        return self._subscriptions[topic].window.held
 
     async def start(self) -> None:
         o = self._options
@@ -157,13 +187,13 @@ class KeyedKafkaConsumer:
             heartbeat_interval_ms=o.heartbeat_interval_ms,
             max_poll_interval_ms=o.max_poll_interval_ms,
         )
-        consumer.subscribe([self.topic], listener=_Rebalance(self))
+        consumer.subscribe(self.topics, listener=_Rebalance(self))
         await consumer.start()
         self._consumer = consumer
         self._last_poll = time.monotonic()
         self._loops = [
-            asyncio.create_task(self._fetch_loop(), name=f"fetch {self.topic}"),
-            asyncio.create_task(self._commit_loop(), name=f"commit {self.topic}"),
+            asyncio.create_task(self._fetch_loop(), name=f"fetch {o.group_id}"),
+            asyncio.create_task(self._commit_loop(), name=f"commit {o.group_id}"),
         ]
 
     async def stop(self) -> None:
@@ -207,12 +237,21 @@ class KeyedKafkaConsumer:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the client reconnects by itself; don't spin meanwhile
-                log.warning("consumer.fetch_failed", topic=self.topic, error=repr(exc))
+                log.warning("consumer.fetch_failed", group=self.group_id, error=repr(exc))
                 await asyncio.sleep(COMMIT_RETRY_SECONDS)
 
     async def _fetch_once(self) -> None:
-        if self._window.full:
-            self._room.clear()
+        subscriptions = self._subscriptions.values()
+        self._full = {s.topic for s in subscriptions if s.window.full}
+        self._room.clear()
+        open_topics = [s for s in subscriptions if s.topic not in self._full]
+        # Only the partitions of topics with room (none named: all of them). A full topic's
+        # partitions are left out, not paused: aiokafka keeps the one batch it buffered of each
+        # and fetches them no further until it is taken.
+        partitions = (
+            () if not self._full else tuple(p for p in self._assigned if p.topic not in self._full)
+        )
+        if not open_topics or (self._full and not partitions):
             if time.monotonic() - self._last_poll >= self._options.max_poll_interval_ms / 2000:
                 # Full for long: say "alive" to the group. Paused partitions return nothing,
                 # but one assigned meanwhile may: what is returned is taken, never dropped (its
@@ -222,15 +261,36 @@ class KeyedKafkaConsumer:
             await wait_event(self._room, ROOM_CHECK_SECONDS)
             return
         self._resume()
-        room = self._window.max_held - self._window.held
-        self._take(await self._poll(timeout_ms=FETCH_WAIT_MS, max_records=room))
+        room = min(s.room for s in open_topics)
+        if not self._full:
+            self._take(await self._poll(partitions, timeout_ms=FETCH_WAIT_MS, max_records=room))
+            return
+        # Some topic is full: a message of it that finishes must not wait for this fetch's
+        # timeout to be read again, so the fetch gives way to its room.
+        fetch = asyncio.create_task(
+            self._poll(partitions, timeout_ms=FETCH_WAIT_MS, max_records=room)
+        )
+        room_back = asyncio.create_task(self._room.wait())
+        try:
+            await asyncio.wait((fetch, room_back), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            room_back.cancel()
+            if not fetch.done():
+                fetch.cancel()  # nothing taken: what it waited for stays in aiokafka's buffer
+            await asyncio.gather(fetch, room_back, return_exceptions=True)
+        if not fetch.cancelled():
+            self._take(fetch.result())
 
     async def _poll(
-        self, *, timeout_ms: int, max_records: int | None = None
+        self,
+        partitions: tuple[TopicPartition, ...] = (),
+        *,
+        timeout_ms: int,
+        max_records: int | None = None,
     ) -> dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]:
         batch: dict[
             TopicPartition, list[ConsumerRecord[bytes, bytes]]
-        ] = await self._kafka().getmany(timeout_ms=timeout_ms, max_records=max_records)
+        ] = await self._kafka().getmany(*partitions, timeout_ms=timeout_ms, max_records=max_records)
         self._last_poll = time.monotonic()
         return batch
 
@@ -238,9 +298,10 @@ class KeyedKafkaConsumer:
         for partition, records in batch.items():
             if partition not in self._assigned or partition in self._leaving:
                 continue  # revoked while the fetch was out: its next owner reads them
+            subscription = self._subscriptions[partition.topic]
             for record in records:
-                self._window.offer(Held(partition, record.offset, key_of(record), record))
-        self._start_ready()
+                subscription.window.offer(Held(partition, record.offset, key_of(record), record))
+            self._start_ready(subscription)
 
     def _pause(self) -> None:
         consumer = self._kafka()
@@ -255,22 +316,20 @@ class KeyedKafkaConsumer:
 
     # -- handling -------------------------------------------------------------------------
 
-    def _start_ready(self) -> None:
-        for held in self._window.start():
-            task = asyncio.create_task(self._handle(held))
+    def _start_ready(self, subscription: _Subscription) -> None:
+        for held in subscription.window.start():
+            task = asyncio.create_task(self._handle(subscription.handler, held))
             self._tasks[task] = held
             task.add_done_callback(self._finished)
-        self._measure()
+        subscription.measure()
 
-    def _measure(self) -> None:
-        self._in_flight_gauge.set(self._window.in_flight)
-        self._held_gauge.set(self._window.held)
-
-    async def _handle(self, held: Held[ConsumerRecord[bytes, bytes]]) -> None:
+    async def _handle(
+        self, handler: DeliveryHandler, held: Held[ConsumerRecord[bytes, bytes]]
+    ) -> None:
         delivery = delivery_of(held.item)
         while True:
             try:
-                await self._handler.deliver(delivery)
+                await handler.deliver(delivery)
                 return
             except Exception:
                 # The wrapper has logged, counted and paused already; it raises only for what
@@ -281,24 +340,27 @@ class KeyedKafkaConsumer:
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         held = self._tasks.pop(task)
+        subscription = self._subscriptions[held.item.topic]
+        window = subscription.window
         if task.cancelled() or task.exception() is not None:
-            self._window.abandon(held)
+            window.abandon(held)
         else:
-            point = self._window.finish(held)
+            point = window.finish(held)
             if point is not None:
                 self._to_commit[held.partition] = point
                 self._commit_wanted.set()
-        self._room.set()
+        if subscription.topic in self._full and not window.full:
+            self._room.set()
         if self._consumer is not None and not self._loops[0].done():
-            self._start_ready()
+            self._start_ready(subscription)
         else:
-            self._measure()
+            subscription.measure()
 
     async def _drain(self, partitions: set[TopicPartition], timeout: float) -> None:
         """Wait for the messages of ``partitions`` in flight, up to ``timeout`` seconds, then
         cancel what is left (not committed: delivered again)."""
         for partition in partitions:
-            self._window.drop_waiting(partition)
+            self._subscriptions[partition.topic].window.drop_waiting(partition)
         tasks = [t for t, held in self._tasks.items() if held.partition in partitions]
         if not tasks:
             return
@@ -306,10 +368,10 @@ class KeyedKafkaConsumer:
         for task in late:
             task.cancel()
         if late:
-            log.warning("consumer.cancelled_in_flight", topic=self.topic, messages=len(late))
+            log.warning("consumer.cancelled_in_flight", group=self.group_id, messages=len(late))
             _, unwinding = await asyncio.wait(late, timeout=CANCEL_WAIT_SECONDS)
             if unwinding:
-                log.warning("consumer.cancel_ignored", topic=self.topic, messages=len(unwinding))
+                log.warning("consumer.cancel_ignored", group=self.group_id, messages=len(unwinding))
 
     # -- committing -----------------------------------------------------------------------
 
@@ -331,9 +393,9 @@ class KeyedKafkaConsumer:
         except (CommitFailedError, IllegalStateError) as exc:
             # The group moved on (a rebalance): those partitions are someone else's now, and
             # what they finished is delivered again there, absorbed by the idempotency guards.
-            log.warning("consumer.commit_dropped", topic=self.topic, error=repr(exc))
+            log.warning("consumer.commit_dropped", group=self.group_id, error=repr(exc))
         except Exception as exc:  # the broker or the coordinator away: try again shortly
-            log.warning("consumer.commit_failed", topic=self.topic, error=repr(exc))
+            log.warning("consumer.commit_failed", group=self.group_id, error=repr(exc))
             for partition, offset in offsets.items():  # keep the newest point of each
                 self._to_commit[partition] = max(offset, self._to_commit.get(partition, 0))
             await asyncio.sleep(COMMIT_RETRY_SECONDS)
@@ -356,11 +418,11 @@ class KeyedKafkaConsumer:
             for partition in mine:
                 self._assigned.discard(partition)
                 self._leaving.discard(partition)
-                self._window.forget(partition)
+                self._subscriptions[partition.topic].window.forget(partition)
 
     def assigned(self, partitions: set[TopicPartition]) -> None:
         self._assigned |= partitions
-        self._room.set()
+        self._room.set()  # a full topic's wait looks again: its new partitions may have room
 
 
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]

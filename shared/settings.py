@@ -66,7 +66,8 @@ class CommonSettings(BaseSettings):
     name in Kubernetes). A replica that crashes and comes back within the session timeout takes
     its partitions back without a rebalance, so the other replicas never pause. The price: a
     replica stopped for good holds its partitions until the session timeout, since a static
-    member does not leave its group. Unique per live replica; None: dynamic membership."""
+    member does not leave its group. Unique per live replica; None: dynamic membership. It is
+    the member's name as is: a replica is one member of its service's group, for every topic."""
     consumer_concurrency: int = Field(default=32, ge=1, le=10_000)
     """Messages each subscription of this replica handles at once: those of different executions
     run concurrently, those of one execution (one Kafka key) strictly in order. Each service
@@ -144,10 +145,3 @@ class CommonSettings(BaseSettings):
 
     def consumer_group(self, service: str) -> str:
         return f"{self.consumer_group_prefix}.{service}"
-
-    def group_instance_id(self, topic: str) -> str | None:
-        """This replica's static member name for its consumer of ``topic``: each subscription is
-        a consumer of its own in the service's group, so each needs a name of its own."""
-        if self.kafka_group_instance_id is None:
-            return None
-        return f"{self.kafka_group_instance_id}.{topic}"

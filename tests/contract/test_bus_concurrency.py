@@ -448,3 +448,67 @@ async def test_a_key_never_runs_on_two_replicas_through_rebalances(kafka_bootstr
     assert first_handler.delivered and second_handler.delivered
     assert sorted(effects.applied) == sorted(messages)  # each applied once, none lost
     assert in_order_per_key(effects.applied)
+
+
+TWO_TOPICS = ("execution.requested", "execution.decisions")
+
+
+@asynccontextmanager
+async def two_topic_bus(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[tuple[InProcessBus | KafkaBus, list[str]]]:
+    """A bus of ``kind`` that will consume two topics in one group, and their full names."""
+    if kind == "inprocess":
+        yield InProcessBus(tmp_path / "bus.sqlite"), list(TWO_TOPICS)
+        return
+    run = uuid.uuid4().hex[:8]
+    settings = CommonSettings(
+        kafka_bootstrap_servers=request.getfixturevalue("kafka_bootstrap"),
+        topic_prefix=f"two-topics-{run}.",
+        topic_partitions=1,
+    )
+    await ensure_topics(settings)
+    yield KafkaBus(settings, "two-topics"), [settings.topics.requested, settings.topics.decisions]
+
+
+@pytest.mark.parametrize(
+    "kind", ["inprocess", pytest.param("kafka", marks=pytest.mark.integration)]
+)
+async def test_one_topics_full_window_holds_up_no_other_topic_of_its_group(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Two topics in one group (on Kafka, one group member reads both): each has its own
+    window, so while one is full behind a handler that does not finish, the other's messages
+    are fetched and handled as they come; once it finishes, the full one drains too."""
+    async with two_topic_bus(kind, request, tmp_path) as (bus, (stuck, free)):
+        slow = Recorder(Effects(), name="stuck-topic", gate=asyncio.Event(), max_seconds=0.001)
+        quick = Recorder(Effects(), name="free-topic", max_seconds=0.001)
+        bus.add_consumer(stuck, GROUP, slow, limit=2, max_held=4)
+        bus.add_consumer(free, GROUP, quick, limit=2, max_held=4)
+
+        async def send(topic: str, count: int) -> list[str]:
+            sent = []
+            for index in range(count):
+                key, body = message_of(index)
+                if isinstance(bus, KafkaBus):
+                    await bus.broker.publish(body.encode(), topic=topic, key=key.encode())
+                else:
+                    await bus.publish_raw(body.encode(), topic, key=key)
+                sent.append(body)
+            return sent
+
+        await bus.start()
+        try:
+            held_back = await send(stuck, 40)
+            await until("the stuck topic's window full", lambda: bus.held(GROUP, stuck) == 4)
+            through = await send(free, 40)
+            await until("the free topic handled", lambda: len(quick.finished) == 40)
+            assert bus.held(GROUP, stuck) == 4 and len(slow.delivered) == 2
+            assert slow.gate is not None
+            slow.gate.set()
+            await until("the stuck topic drained", lambda: len(slow.finished) == 40)
+        finally:
+            await bus.stop()
+    assert sorted(quick.delivered) == sorted(through) and in_order_per_key(quick.delivered)
+    assert sorted(slow.delivered) == sorted(held_back) and in_order_per_key(slow.delivered)
+    assert quick.peak <= 2 and slow.peak <= 2

@@ -1,7 +1,8 @@
-"""Static group membership on a real broker (``INTERLOCK_KAFKA_GROUP_INSTANCE_ID``): each
-subscription joins under its own instance name, and a replica that stops without leaving and
-comes back under the same name is served its partitions again long before the session timeout,
-with the other replica still a member (not replaced by a newcomer)."""
+"""Static group membership on a real broker (``INTERLOCK_KAFKA_GROUP_INSTANCE_ID``): a replica
+joins its service's group once, under its instance name, for all its topics; and a replica that
+stops without leaving and comes back under the same name is served its partitions again long
+before the session timeout, with the other replica still a member (not replaced by a
+newcomer)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from faststream.kafka import KafkaBroker
 
 from shared.bus import ensure_topics, route
-from shared.events import AgentInput, ExecutionRequested, encode_event
+from shared.events import AgentInput, CancelRequested, ExecutionRequested, encode_event
 from shared.kafka_bus import KafkaBus
 from shared.settings import CommonSettings
 from tests.eventually import eventually
@@ -90,12 +91,76 @@ async def publish_to_every_partition(broker: KafkaBroker, topic: str, tag: str) 
     return ids
 
 
-def test_each_subscription_gets_a_name_of_its_own() -> None:
-    settings = CommonSettings(kafka_group_instance_id="sandbox-7f9c")
-    assert settings.group_instance_id("interlock.execution.requested") == (
-        "sandbox-7f9c.interlock.execution.requested"
+def instance_of(member_id: str) -> str:
+    """The instance name a static member joined under: the broker names it ``<name>-<uuid>``."""
+    return member_id[: -len("-00000000-0000-0000-0000-000000000000")]
+
+
+async def test_a_replica_reads_all_its_topics_as_one_member_under_its_name(
+    kafka_bootstrap: str,
+) -> None:
+    """One member per replica, whatever the number of its service's topics: a start is one
+    join, and each topic keeps its own handler."""
+    run = uuid.uuid4().hex[:8]
+    settings = settings_for(kafka_bootstrap, run, "replica-a")
+    await ensure_topics(settings)
+    topics = settings.topics
+    bus = KafkaBus(settings, "static-membership")
+    heard: list[tuple[str, str]] = []
+
+    async def on_requested(event: ExecutionRequested) -> None:
+        heard.append((topics.requested, event.execution_id))
+
+    async def on_cancel(event: CancelRequested) -> None:
+        heard.append((topics.cancellations, event.execution_id))
+
+    route(
+        bus,
+        settings,
+        bus.publisher,
+        service="static",
+        topic=topics.requested,
+        model=ExecutionRequested,
+        handle=on_requested,
     )
-    assert CommonSettings().group_instance_id("interlock.execution.requested") is None
+    route(
+        bus,
+        settings,
+        bus.publisher,
+        service="static",
+        topic=topics.cancellations,
+        model=CancelRequested,
+        handle=on_cancel,
+    )
+    await bus.start()
+    try:
+        assert len(bus.consumers) == 1
+        assert bus.subscriptions() == [
+            (settings.consumer_group("static"), topics.requested),
+            (settings.consumer_group("static"), topics.cancellations),
+        ]
+        await publish_to_every_partition(bus.broker, topics.requested, "req")
+        cancel = CancelRequested(execution_id="req-0", project_id="p", workspace_id="w")
+        await bus.broker.publish(
+            encode_event(cancel),
+            topic=topics.cancellations,
+            key=b"req-0",
+            headers={"content-type": "application/json", "event-type": cancel.type},
+        )
+
+        async def seen() -> set[tuple[str, str]]:
+            return set(heard)
+
+        expected = {
+            (topics.requested, "req-0"),
+            (topics.requested, "req-1"),
+            (topics.cancellations, "req-0"),
+        }
+        await eventually(seen, expected.__eq__, timeout=WAIT_SECONDS, what=str(expected))
+        group_members = await members(kafka_bootstrap, settings.consumer_group("static"))
+        assert [instance_of(m) for m in group_members] == ["replica-a"]
+    finally:
+        await bus.stop()
 
 
 async def test_a_replica_restarted_under_its_name_gets_its_partitions_back(
@@ -121,7 +186,7 @@ async def test_a_replica_restarted_under_its_name_gets_its_partitions_back(
             await everything_handled(ids)
             before = await members(kafka_bootstrap, group)
             # The broker names a static member after its instance: both joined under theirs.
-            assert [m.split(f".{topic}-")[0] for m in before] == ["replica-a", "replica-b"]
+            assert [instance_of(m) for m in before] == ["replica-a", "replica-b"]
         # replica-a stopped without leaving the group (a static member never leaves); its
         # partition is served again only once it is back, well within the session timeout.
         async with replica(first, handled):
@@ -129,6 +194,6 @@ async def test_a_replica_restarted_under_its_name_gets_its_partitions_back(
             await everything_handled(ids)
             after = await members(kafka_bootstrap, group)
         assert len(after) == 2
-        assert [m for m in after if m.startswith("replica-b.")] == [
-            m for m in before if m.startswith("replica-b.")
+        assert [m for m in after if instance_of(m) == "replica-b"] == [
+            m for m in before if instance_of(m) == "replica-b"
         ]

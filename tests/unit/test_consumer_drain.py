@@ -34,7 +34,9 @@ def consumer() -> KeyedKafkaConsumer:
         rebalance_grace_seconds=0.01,
         client_id="c",
     )
-    return KeyedKafkaConsumer("t", Handler(), options, limit=4, max_held=8)  # type: ignore[arg-type]
+    keyed = KeyedKafkaConsumer(options)
+    keyed.subscribe("t", Handler(), limit=4, max_held=8)  # type: ignore[arg-type]
+    return keyed
 
 
 async def test_a_task_that_ignores_its_cancellation_does_not_hold_the_drain(
