@@ -191,9 +191,10 @@ class KeyedKafkaConsumer:
         await consumer.start()
         self._consumer = consumer
         self._last_poll = time.monotonic()
+        topics = ", ".join(self.topics)
         self._loops = [
-            asyncio.create_task(self._fetch_loop(), name=f"fetch {o.group_id}"),
-            asyncio.create_task(self._commit_loop(), name=f"commit {o.group_id}"),
+            asyncio.create_task(self._fetch_loop(), name=f"fetch {topics}"),
+            asyncio.create_task(self._commit_loop(), name=f"commit {topics}"),
         ]
 
     async def stop(self) -> None:

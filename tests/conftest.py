@@ -57,3 +57,26 @@ async def throwaway_mongo_store(uri: str, prefix: str) -> AsyncIterator[MongoSto
     finally:
         await mongo._client.drop_database(mongo._database_name)
         await mongo.close()
+
+
+LONGEST_FIRST = (
+    "tests/bench/test_bench_smoke.py",
+    "tests/e2e/test_api_fuzz.py",
+    "tests/e2e/test_replay.py",
+    "tests/chaos/test_chaos.py",
+    "tests/quickstart/test_readme_quickstart.py",
+    "tests/e2e/test_scaling.py",
+    "tests/e2e/test_review_page.py",
+    "tests/e2e/test_store_commands.py",
+)
+"""The test files that take longest (``--durations``), handed out first when ``make test`` runs
+files on several workers (``scripts/test.sh``): a long file started last would run alone at the
+end while the other workers idle."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        path = item.nodeid.split("::", 1)[0]
+        return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: each file's tests keep their order

@@ -99,7 +99,7 @@ function unansweredToolCalls(messages) {
 
 /** One mounted `useStream`, as Agent Chat UI's StreamProvider configures it. */
 function mountChatUi(threadId) {
-  const seen = { stream: undefined, threadIds: [], customEvents: 0 };
+  const seen = { stream: undefined, threadIds: [], customEvents: 0, loads: 0, mark: 0 };
   function Probe() {
     // The UI keeps the thread's id in its URL (?threadId=), set from onThreadId.
     const [shownThread, showThread] = React.useState(threadId);
@@ -121,6 +121,7 @@ function mountChatUi(threadId) {
     void stream.messages;
     void stream.values;
     void stream.interrupt;
+    if (stream.isLoading && !seen.stream?.isLoading) seen.loads += 1;
     seen.stream = stream;
     return null;
   }
@@ -129,12 +130,18 @@ function mountChatUi(threadId) {
   return { seen, unmount: () => root.unmount() };
 }
 
-/** Wait for the hook to settle after a submit: not loading, no error. */
+/** Submit as the UI does, marking where the hook's loads stood (for ``settled``). */
+function submit(seen, stream, values, options) {
+  seen.mark = seen.loads;
+  stream.submit(values, options);
+}
+
+/** Wait for the hook to settle after a ``submit``: it has started loading since (however long
+ * that took on a busy machine), is not loading now, and has no error. */
 async function settled(seen, what) {
-  await new Promise((resolve) => setTimeout(resolve, 50));
   const stream = await until(what, () => {
     const s = seen.stream;
-    return s && !s.isLoading ? s : undefined;
+    return s && seen.loads > seen.mark && !s.isLoading ? s : undefined;
   });
   assert.equal(stream.error, undefined, `${what}: ${stream.error?.stack ?? stream.error}`);
   return stream;
@@ -147,7 +154,7 @@ const approve = { command: { resume: { decisions: [{ type: "approve" }] } } };
 async function approvedTwoTurns(seen, what) {
   let stream = await settled(seen, what);
   assert.ok(stream.interrupt?.value?.action_requests, `${what} waits for a review`);
-  stream.submit({}, approve);
+  submit(seen, stream, {}, approve);
   stream = await settled(seen, `${what}, approved`);
   assert.deepEqual(
     stream.messages.map((m) => m.type),
@@ -167,7 +174,9 @@ async function chatUi() {
   const page = mountChatUi(null);
   await until("the hook", () => page.seen.stream);
   const first = human("send an email");
-  page.seen.stream.submit(
+  submit(
+    page.seen,
+    page.seen.stream,
     { messages: [first], context: undefined },
     {
       streamMode: ["values"],
@@ -193,7 +202,7 @@ async function chatUi() {
   assert.deepEqual(review.review_configs[0].allowed_decisions, ["approve", "edit", "reject"]);
 
   step("chat: approve ({} beside the command; on_disconnect cancel)");
-  stream.submit({}, approve);
+  submit(page.seen, stream, {}, approve);
   stream = await settled(page.seen, "the approved turn");
   assert.deepEqual(
     stream.messages.map((m) => m.type),
@@ -205,7 +214,9 @@ async function chatUi() {
   step("chat: a second message on the thread, reviewed and approved");
   assert.deepEqual(unansweredToolCalls(stream.messages), []);
   const second = human("send another email");
-  stream.submit(
+  submit(
+    page.seen,
+    stream,
     { messages: [second], context: undefined },
     { streamMode: ["values"], streamSubgraphs: true, streamResumable: true },
   );
@@ -235,7 +246,7 @@ async function chatUi() {
   assert.ok(parent?.checkpoint_id, `the answer's parent checkpoint: ${JSON.stringify(parent)}`);
 
   step("chat: regenerate the last answer (its parent checkpoint, no input)");
-  stream.submit(undefined, {
+  submit(reloaded.seen, stream, undefined, {
     checkpoint: parent,
     streamMode: ["values"],
     streamSubgraphs: true,

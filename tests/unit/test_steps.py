@@ -221,11 +221,16 @@ async def test_steps_of_one_name_get_distinct_keys_that_are_stable_across_resume
 
 async def test_gathered_steps_keep_their_keys_whatever_order_they_finish_in() -> None:
     store, calls = InMemoryStepStore(), list[int]()
+    # The last started finishes first: each waits for the one started after it (events, not
+    # sleeps, so a busy machine cannot reorder them).
+    finished = [asyncio.Event() for _ in range(3)]
 
     @durable_step
     async def fetch(i: int) -> int:
-        await asyncio.sleep(0.003 * (3 - i))  # the last started finishes first
+        if i + 1 < len(finished):
+            await finished[i + 1].wait()
         calls.append(i)
+        finished[i].set()
         return i * 10
 
     async def node(state: State) -> State:
