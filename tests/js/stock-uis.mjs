@@ -98,7 +98,7 @@ function unansweredToolCalls(messages) {
 }
 
 /** One mounted `useStream`, as Agent Chat UI's StreamProvider configures it. */
-function mountChatUi(threadId) {
+async function mountChatUi(threadId) {
   const seen = { stream: undefined, threadIds: [], customEvents: 0, loads: 0, mark: 0 };
   function Probe() {
     // The UI keeps the thread's id in its URL (?threadId=), set from onThreadId.
@@ -126,7 +126,12 @@ function mountChatUi(threadId) {
     return null;
   }
   const root = createRoot(document.getElementById("root"));
-  root.render(React.createElement(Probe));
+  // The first render and its effects (the hook's subscription to its stream among them) run to
+  // the end before anything is submitted, as a person's first click always comes after them; a
+  // submit that raced them on a busy machine was never seen loading.
+  globalThis.IS_REACT_ACT_ENVIRONMENT = true;
+  await React.act(async () => root.render(React.createElement(Probe)));
+  globalThis.IS_REACT_ACT_ENVIRONMENT = false;
   return { seen, unmount: () => root.unmount() };
 }
 
@@ -142,6 +147,11 @@ async function settled(seen, what) {
   const stream = await until(what, () => {
     const s = seen.stream;
     return s && seen.loads > seen.mark && !s.isLoading ? s : undefined;
+  }).catch((error) => {
+    const s = seen.stream;
+    const state = `loads ${seen.loads} (${seen.mark} before the submit), loading ${s?.isLoading}, `
+      + `${s?.messages?.length} messages, error ${s?.error}`;
+    throw new Error(`${error.message}: ${state}`);
   });
   assert.equal(stream.error, undefined, `${what}: ${stream.error?.stack ?? stream.error}`);
   return stream;
@@ -171,7 +181,7 @@ async function chatUi() {
   assert.equal(info.status, 200, await info.text());
 
   step("chat: the first message (values, subgraphs, resumable) waits for a review");
-  const page = mountChatUi(null);
+  const page = await mountChatUi(null);
   await until("the hook", () => page.seen.stream);
   const first = human("send an email");
   submit(
@@ -231,7 +241,7 @@ async function chatUi() {
   assert.deepEqual(mine.values.messages[0].content, first.content);
 
   step("chat: reload (a new hook on the thread) shows the history");
-  const reloaded = mountChatUi(threadId);
+  const reloaded = await mountChatUi(threadId);
   stream = await until("the history", () => {
     const s = reloaded.seen.stream;
     return s && !s.isLoading && s.messages.length === 8 ? s : undefined;
