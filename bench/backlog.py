@@ -40,7 +40,8 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from bench import gauges
 from bench.modes import Mode
 from bench.procstats import INFRA_PREFIX, cpu_seconds, infra_pids, rss_bytes, tree_cpu_seconds
-from tests.e2e.cluster import REPO, free_port
+from tests.e2e.cluster import REPO
+from tests.ports import free_port
 
 SERVICE = "backlog"
 KAFKA = INFRA_PREFIX + "kafka"

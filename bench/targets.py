@@ -19,7 +19,8 @@ from pymongo import AsyncMongoClient
 
 from bench.client import BenchClient
 from bench.watchers import KafkaStatusWatcher, PollingWatcher, Watcher
-from tests.e2e.cluster import REPO, Cluster, free_port
+from tests.e2e.cluster import REPO, Cluster
+from tests.ports import free_port
 
 PROJECT = "bench"
 WORKSPACE = "bench"

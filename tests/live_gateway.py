@@ -4,12 +4,13 @@ would hand over a response only once it is complete)."""
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import httpx
 import uvicorn
+
+from tests.ports import free_port
 
 
 @asynccontextmanager
@@ -17,9 +18,7 @@ async def served(http: httpx.AsyncClient) -> AsyncIterator[httpx.AsyncClient]:
     """The gateway app behind ``http`` on a loopback port, with the same headers."""
     transport = http._transport
     assert isinstance(transport, httpx.ASGITransport)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     config = uvicorn.Config(transport.app, host="127.0.0.1", port=port, log_config=None)
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())

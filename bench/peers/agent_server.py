@@ -26,7 +26,8 @@ import httpx
 
 from bench import procstats
 from bench.peers.sdk_workload import ASSISTANT
-from tests.e2e.cluster import REPO, free_port
+from tests.e2e.cluster import REPO
+from tests.ports import free_port
 
 GRAPH_ID = ASSISTANT
 LOCK = Path(__file__).with_name("agent_server.lock.txt")

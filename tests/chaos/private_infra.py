@@ -29,8 +29,9 @@ from pathlib import Path
 from aiokafka.admin import AIOKafkaAdminClient
 from pymongo import AsyncMongoClient
 
-from tests.e2e.cluster import REPO, free_port
+from tests.e2e.cluster import REPO
 from tests.eventually import eventually
+from tests.ports import free_port
 
 SHARED = REPO / ".infra"
 KAFKA_LIBS = SHARED / "kafka" / "libs"

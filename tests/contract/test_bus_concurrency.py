@@ -161,15 +161,21 @@ class KafkaLog:
         return found.offset if found is not None and found.offset >= 0 else 0
 
 
-@asynccontextmanager
-async def kafka_log(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[BusLog]:
-    run = uuid.uuid4().hex[:8]
+async def one_partition_topics(request: pytest.FixtureRequest, prefix: str) -> CommonSettings:
+    """Settings naming topics of one partition under a prefix of their own, created."""
     settings = CommonSettings(
         kafka_bootstrap_servers=request.getfixturevalue("kafka_bootstrap"),
-        topic_prefix=f"concurrency-{run}.",
+        topic_prefix=f"{prefix}.",
         topic_partitions=1,
     )
     await ensure_topics(settings)
+    return settings
+
+
+@asynccontextmanager
+async def kafka_log(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[BusLog]:
+    run = uuid.uuid4().hex[:8]
+    settings = await one_partition_topics(request, f"concurrency-{run}")
     yield KafkaLog(settings, group=f"concurrency-{run}")
 
 
@@ -461,13 +467,7 @@ async def two_topic_bus(
     if kind == "inprocess":
         yield InProcessBus(tmp_path / "bus.sqlite"), list(TWO_TOPICS)
         return
-    run = uuid.uuid4().hex[:8]
-    settings = CommonSettings(
-        kafka_bootstrap_servers=request.getfixturevalue("kafka_bootstrap"),
-        topic_prefix=f"two-topics-{run}.",
-        topic_partitions=1,
-    )
-    await ensure_topics(settings)
+    settings = await one_partition_topics(request, f"two-topics-{uuid.uuid4().hex[:8]}")
     yield KafkaBus(settings, "two-topics"), [settings.topics.requested, settings.topics.decisions]
 
 

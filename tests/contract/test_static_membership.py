@@ -9,18 +9,27 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TypeVar
 
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 from faststream.kafka import KafkaBroker
 
 from shared.bus import ensure_topics, route
-from shared.events import AgentInput, CancelRequested, ExecutionRequested, encode_event
+from shared.events import (
+    AgentInput,
+    CancelRequested,
+    EventModel,
+    ExecutionRequested,
+    encode_event,
+)
 from shared.kafka_bus import KafkaBus
 from shared.settings import CommonSettings
 from tests.eventually import eventually
 
 pytestmark = pytest.mark.integration
+
+Event = TypeVar("Event", bound=EventModel)
 
 SESSION_TIMEOUT_MS = 60_000
 """Long, so that anything served within the test's waits was not waiting for it to expire."""
@@ -108,30 +117,16 @@ async def test_a_replica_reads_all_its_topics_as_one_member_under_its_name(
     bus = KafkaBus(settings, "static-membership")
     heard: list[tuple[str, str]] = []
 
-    async def on_requested(event: ExecutionRequested) -> None:
-        heard.append((topics.requested, event.execution_id))
+    def hear(topic: str, model: type[Event]) -> None:
+        async def handle(event: Event) -> None:
+            heard.append((topic, event.execution_id))
 
-    async def on_cancel(event: CancelRequested) -> None:
-        heard.append((topics.cancellations, event.execution_id))
+        route(
+            bus, settings, bus.publisher, service="static", topic=topic, model=model, handle=handle
+        )
 
-    route(
-        bus,
-        settings,
-        bus.publisher,
-        service="static",
-        topic=topics.requested,
-        model=ExecutionRequested,
-        handle=on_requested,
-    )
-    route(
-        bus,
-        settings,
-        bus.publisher,
-        service="static",
-        topic=topics.cancellations,
-        model=CancelRequested,
-        handle=on_cancel,
-    )
+    hear(topics.requested, ExecutionRequested)
+    hear(topics.cancellations, CancelRequested)
     await bus.start()
     try:
         assert len(bus.consumers) == 1

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import uuid
@@ -21,6 +20,7 @@ import httpx
 
 from shared.crypto import new_key_entry
 from shared.senders import MessageSigner, new_key_pair
+from tests.ports import free_port
 
 SERVICES = ("gateway", "orchestrator", "sandbox", "notifier")
 OUTSIDE_PRODUCERS = {"e2e-owner": "PROJECT_OWNER", "e2e-member": "PROJECT_MEMBER"}
@@ -40,12 +40,6 @@ def decision_keys(run_id: str) -> dict[str, str]:
 
 REPO = Path(__file__).resolve().parents[2]
 CORS_ORIGIN = "https://chat.e2e.example"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Cluster:

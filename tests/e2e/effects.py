@@ -9,8 +9,9 @@ from typing import Any
 
 import httpx
 
-from tests.e2e.cluster import REPO, free_port
+from tests.e2e.cluster import REPO
 from tests.eventually import eventually
+from tests.ports import free_port
 
 
 class Effects:

@@ -13,7 +13,7 @@ from typing import Any
 
 from aiosmtpd.controller import Controller
 
-from tests.e2e.cluster import free_port
+from tests.ports import free_port
 
 LINK_TEXT = re.compile(r"(\w+) without opening it \(asks to confirm\): (\S+)")
 """A decision link in an email's plain text (shared/notifications' wording)."""

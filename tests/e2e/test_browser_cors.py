@@ -21,8 +21,8 @@ from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.e2e.cluster import free_port
 from tests.e2e.test_review_page import browser  # noqa: F401 -- the headless Chromium fixture
+from tests.ports import free_port
 from tests.quickstart.test_dev_mode import FLOWS_RATE, KEY, Dev
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]

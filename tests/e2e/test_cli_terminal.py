@@ -32,9 +32,10 @@ import pexpect
 import pytest
 
 from interlock.profile import RunningInstance, RunningProfile, mongodb_store
-from tests.e2e.cluster import REPO, Cluster, free_port
+from tests.e2e.cluster import REPO, Cluster
 from tests.e2e.conftest import ledger_entries
 from tests.eventually import eventually
+from tests.ports import free_port
 
 pytestmark = pytest.mark.e2e
 

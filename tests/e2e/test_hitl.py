@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.cluster import REPO, Cluster, free_port
+from tests.e2e.cluster import REPO, Cluster
 from tests.e2e.conftest import Api, ledger_entries
+from tests.ports import free_port
 
 pytestmark = pytest.mark.e2e
 

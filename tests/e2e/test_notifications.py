@@ -25,10 +25,11 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from services.notifier.channels.webhook import new_secret
-from tests.e2e.cluster import Cluster, free_port
+from tests.e2e.cluster import Cluster
 from tests.e2e.conftest import Api
 from tests.e2e.mailbox import Mailbox, smtp_server
 from tests.eventually import eventually
+from tests.ports import free_port
 
 pytestmark = pytest.mark.e2e
 

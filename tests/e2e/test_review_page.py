@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import threading
 import time
 import uuid
@@ -44,6 +43,7 @@ from services.gateway.app import DEV_PROJECT, GatewaySettings, create_app
 from shared.store.memory import InMemoryStore
 from tests.e2e.cluster import REPO, Cluster
 from tests.e2e.conftest import ledger_entries
+from tests.ports import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -170,9 +170,7 @@ def development_gateway(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.setattr(gateway_app, "configure_logging", lambda *args, **kwargs: None)
     settings = GatewaySettings(environment="development", dev_api_key=DEV_API_KEY)
     app = create_app(settings, store=InMemoryStore(), publisher=NoBroker())
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None))
     thread = threading.Thread(target=server.run, name="development-gateway", daemon=True)
     thread.start()

@@ -13,9 +13,10 @@ import httpx
 import pytest
 from pymongo import AsyncMongoClient
 
-from tests.e2e.cluster import REPO, SERVICES, Cluster, free_port
+from tests.e2e.cluster import REPO, SERVICES, Cluster
 from tests.e2e.conftest import PROJECT, WORKSPACE, Api
 from tests.eventually import eventually
+from tests.ports import free_port
 
 pytestmark = pytest.mark.e2e
 

@@ -25,9 +25,10 @@ import pytest
 from httpx_sse import ServerSentEvent, aconnect_sse
 
 from shared.crypto import new_key_entry
-from tests.e2e.cluster import REPO, Cluster, free_port
+from tests.e2e.cluster import REPO, Cluster
 from tests.e2e.conftest import PROJECT, WORKSPACE, Api
 from tests.eventually import eventually
+from tests.ports import free_port
 
 pytestmark = pytest.mark.e2e
 

@@ -14,10 +14,11 @@ import httpx
 import pytest
 from httpx_sse import aconnect_sse
 
-from tests.e2e.cluster import Cluster, free_port
+from tests.e2e.cluster import Cluster
 from tests.e2e.conftest import PROJECT, WORKSPACE, Api
 from tests.e2e.test_security_edge import gateway_process, problem
 from tests.langgraph_sdk.flows import REFUND, REFUND_INPUT
+from tests.ports import free_port
 
 pytestmark = pytest.mark.e2e
 

@@ -48,10 +48,11 @@ from shared.store.access import (
     REMOVE,
     UPDATE,
 )
-from tests.e2e.cluster import Cluster, free_port
+from tests.e2e.cluster import Cluster
 from tests.e2e.conftest import Api
 from tests.e2e.mailbox import Mailbox, smtp_server
 from tests.eventually import eventually
+from tests.ports import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(400)]
 

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.cluster import free_port
+from tests.ports import free_port
 
 pytestmark = pytest.mark.quickstart
 

@@ -30,7 +30,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.cluster import free_port
+from tests.ports import free_port
 
 pytestmark = pytest.mark.quickstart
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import time
 from pathlib import Path
 
@@ -18,16 +17,15 @@ from interlock.client.config import Profile
 from interlock.key_store import MongoDefaults, MongoTarget, SqliteTarget, choose, redact
 from interlock.profile import RunningInstance, RunningProfile, sqlite_store
 from shared.store.sqlite import SqliteStore
+from tests.ports import free_port
 
 DEFAULTS = MongoDefaults("mongodb://default:27117/", "interlock", 1500)
 UNSET = {"INTERLOCK_MONGODB_URI": None, "INTERLOCK_PROFILE": None}
 
 
 def closed_port() -> int:
-    """A local port nothing listens on (bound, then released)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A local port nothing listens on."""
+    return free_port()
 
 
 def test_the_environment_then_the_profile_then_the_defaults() -> None:

@@ -11,6 +11,7 @@ import pytest
 from shared.bus import create_broker
 from shared.health import HealthServer, health_app
 from shared.settings import CommonSettings
+from tests.ports import free_port
 
 DEBUG_TOKEN = "debug-token-of-the-operators"
 DEBUG_AUTHORIZATION = {"Authorization": f"Bearer {DEBUG_TOKEN}"}
@@ -76,12 +77,6 @@ async def test_debug_tasks_names_each_task_and_the_line_it_waits_on() -> None:
     listing = response.text.split("\n--- the-waiter\n", 1)[1].split("\n--- ", 1)[0]
     assert "waits_for_the_gate" in listing
     assert "Event.wait" in listing
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def test_the_server_serves_on_its_port_and_stops() -> None:

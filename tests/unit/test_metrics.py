@@ -5,7 +5,6 @@ The default registry is process-wide, so every assertion compares a value before
 from __future__ import annotations
 
 import random
-import socket
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -25,6 +24,7 @@ from shared.health import health_app
 from shared.notifications.config import WebhookConfig
 from shared.notifications.model import DeliveryFailed, Notification
 from shared.store.memory import InMemoryStepStore, InMemoryStore
+from tests.ports import free_port
 from tests.unit.inprocess import World
 
 ORCHESTRATOR_DECISIONS = "orchestrator:mem.decision.submitted"
@@ -152,9 +152,7 @@ async def test_the_gateway_serves_metrics_on_its_health_listener_not_on_the_api_
     """The counts cover every tenant: no key-less /metrics on the public port (issue 17); the
     separate listener (INTERLOCK_HEALTH_PORT, cluster network only) serves it, unlimited."""
     monkeypatch.setattr(gateway_app, "configure_logging", lambda *args, **kwargs: None)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     settings = GatewaySettings(
         kafka_bootstrap_servers="unused:9092",
         topic_prefix="mem.",

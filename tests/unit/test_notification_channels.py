@@ -40,6 +40,7 @@ from services.notifier.channels.webhook import (
 from shared.notifications.action_links import ActionLink, LinkMinter, verify
 from shared.notifications.model import DeliveryFailed, Notification
 from tests.eventually import eventually
+from tests.ports import free_port
 
 EXECUTION = "3f2a9c1e-7b4d-4c1a-9e2f-5d6c7b8a9f01"
 HOSTILE = "<script>alert('x')</script> & <!channel> <https://evil.example|click>"
@@ -141,14 +142,6 @@ async def receiver() -> AsyncIterator[Receiver]:
         server.should_exit = True
         await task
         sock.close()
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 async def failure_of(channel: Channel, notification: Notification) -> DeliveryFailed:
