@@ -32,7 +32,10 @@ import pytest
 
 from tests.ports import free_port
 
-pytestmark = pytest.mark.quickstart
+# The first test carries the module's setup: a fresh clone's first ``make dev`` installs its
+# virtualenv (up to 10 minutes by the fixture's own deadline) and every block may take up to
+# 5; pytest-timeout's default of 120 s would cut that short on a loaded machine (it did on CI).
+pytestmark = [pytest.mark.quickstart, pytest.mark.timeout(1800)]
 
 REPO = Path(__file__).resolve().parents[2]
 ONLY_THESE_TOOLS = ("bash", "sh", "make", "env", "touch", "mkdir", "cat")
