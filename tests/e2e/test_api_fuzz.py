@@ -51,6 +51,12 @@ max-examples = 40
 [phases.stateful]
 link-calibration = false
 
+# Only the declared links: links schemathesis infers (from Location headers and parameter
+# names) shared the stateful scenarios with the declared ones, and one full run followed
+# X-Inferred-Link-7 and -9 instead of GetExecution and Resume.
+[phases.stateful.inference]
+algorithms = []
+
 [phases.stateful.generation]
 max-examples = 200
 
