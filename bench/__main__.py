@@ -18,6 +18,7 @@ from bench.run import (
     log,
     measure,
     measure_concurrency,
+    measure_embedded,
     measure_history,
     measure_idle_streams,
     measure_latency,
@@ -32,6 +33,9 @@ DOCS = REPO / "docs" / "benchmarks.md"
 FINDINGS = REPO / "bench" / "findings.md"
 """The hand-written reading of the figures (what limits them, what was fixed, what is next),
 placed on the page after the generated findings."""
+EMBEDDED_ONLY_MONGODB = "mongodb://127.0.0.1:27117/"
+"""What ``--embedded-only`` passes on to its peer's command line when no store is set (the peer,
+DBOS on SQLite, never connects to it)."""
 
 
 def _relative(path: Path) -> str:
@@ -104,6 +108,13 @@ def _parser() -> argparse.ArgumentParser:
         " --out, or to bench/results/turns/ and then recorded into the mode's summary"
         " (bench/results/<mode>/summary.json, when there is one) with its own date, and the"
         " page regenerated",
+    )
+    parser.add_argument(
+        "--embedded-only",
+        action="store_true",
+        help="only the embedded figure (interlock dev) and its DBOS-on-SQLite peer, in one run,"
+        " both latencies at the embedded one's rate, with the two targets between them; needs"
+        " no Kafka or MongoDB; JSON to --out or bench/results/embedded/, the page untouched",
     )
     parser.add_argument(
         "--idle-streams-window",
@@ -191,6 +202,26 @@ def _sdk_only(session: Session, out: Path | None) -> None:
     log(f"wrote {path} (and its .raw.json)")
 
 
+def _embedded_only(session: Session, out: Path | None) -> None:
+    s = session
+    result = asyncio.run(measure_embedded(s.mode, mongodb=s.mongodb, workdir=s.workdir))
+    folder = out or REPO / "bench" / "results" / "embedded"
+    path = folder / f"embedded-{s.mode.name}.json"
+    _write_json(path, result["summary"])
+    (folder / f"embedded-{s.mode.name}.raw.json").write_text(json.dumps(result["raw"]) + "\n")
+    figures = result["summary"]["figures"]
+    for name, figure in (("embedded", figures["embedded"]), *figures["peers"].items()):
+        throughput, latency = figure["throughput"], figure["latency"]["median"]
+        p50 = {k: v.get("p50_ms") for k, v in latency.items()}
+        print(
+            f"{name}: {throughput['per_second']}/s, {throughput['cpu_ms_per_execution']} ms CPU"
+            f" per execution; p50 ms at {figure['latency']['rate_per_second']}/s: {p50}"
+        )
+    for t in result["summary"]["targets"]:
+        print(f"{t['name']}: {t['measured']} (goal {t['goal']}, met {t['met']})")
+    log(f"wrote {path} (and its .raw.json)")
+
+
 def _turns_only(session: Session, out: Path | None, docs: Path | None) -> None:
     s = session
     result = asyncio.run(measure_turns(s.mode, kafka=s.kafka, mongodb=s.mongodb, workdir=s.workdir))
@@ -235,7 +266,9 @@ def main() -> None:
         mode = dataclasses.replace(mode, history_prefill=args.history_only)
     kafka = os.environ.get("INTERLOCK_KAFKA_BOOTSTRAP_SERVERS")
     mongodb = os.environ.get("INTERLOCK_MONGODB_URI")
-    if not kafka or not mongodb:
+    if args.embedded_only:  # one process on SQLite, and a peer on SQLite: no infrastructure
+        kafka, mongodb = kafka or "", mongodb or EMBEDDED_ONLY_MONGODB
+    elif not kafka or not mongodb:
         sys.exit(
             "set INTERLOCK_KAFKA_BOOTSTRAP_SERVERS and INTERLOCK_MONGODB_URI (`make bench` starts"
             " the local Kafka and FerretDB and sets them)"
@@ -253,6 +286,8 @@ def main() -> None:
         _idle_streams_only(session, args.idle_streams_only, args.idle_streams_window, args.out)
     elif args.sdk_only:
         _sdk_only(session, args.out)
+    elif args.embedded_only:
+        _embedded_only(session, args.out)
     elif args.turns_only:
         _turns_only(session, args.out, args.docs)
     else:

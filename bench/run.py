@@ -415,6 +415,37 @@ async def measure_sdk(mode: Mode, *, kafka: str, mongodb: str, workdir: Path) ->
     return {"summary": summary, "raw": raw}
 
 
+EMBEDDED_TARGETS = "embedded "
+"""The targets ``--embedded-only`` measures: the ones whose name starts so."""
+
+
+async def measure_embedded(mode: Mode, *, mongodb: str, workdir: Path) -> dict[str, Any]:
+    """The embedded figure and its DBOS-on-SQLite peer alone, in one run (``python -m bench
+    --embedded-only``), and the two targets that hold one against the other; and the raw
+    timings. Both latencies are measured at the same arrival rate, half of the embedded
+    saturation (the whole bench measures the peer at the distributed mode's rate, which this
+    run does not measure). Needs neither Kafka nor a MongoDB server (``mongodb`` is only passed
+    on to the peer's command line)."""
+    raw: list[Any] = []
+    summary: dict[str, Any] = {
+        "mode": mode.name,
+        "mode_settings": {k: v for k, v in vars(mode).items() if k != "name"},
+        "machine": machine.describe(REPO / ".infra"),
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    embedded = await _embedded(mode, workdir / "embedded", raw)
+    rate = embedded["latency"]["rate_per_second"]
+    log(f"figure 5: peer dbos-sqlite (latency at {rate:.2f}/s, the embedded one's rate)")
+    peer = await figures.peer("dbos-sqlite", mode, rate, workdir / "peers", mongodb, raw)
+    figures_out = {"embedded": embedded, "peers": {"dbos-sqlite": peer}}
+    summary["figures"] = figures_out
+    summary["targets"] = [
+        t for t in goals.evaluate(figures_out) if t["name"].startswith(EMBEDDED_TARGETS)
+    ]
+    summary["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    return {"summary": summary, "raw": raw}
+
+
 async def measure(mode: Mode, *, kafka: str, mongodb: str, workdir: Path) -> dict[str, Any]:
     began = time.time()
     raw: list[Any] = []
