@@ -420,6 +420,13 @@ class ExecutionDispatched(ExecutionScope):
     kind: DispatchKind
     input: AgentInput | None = None
     resume: ResumeInstruction | None = None
+    execution_version: int | None = Field(default=None, ge=2, exclude_if=lambda v: v is None)
+    """The stored version of the execution that called for this command: while no version
+    follows it, the command is current, which the sandbox learns from one point read instead
+    of reading the execution. Absent in older commands (the sandbox then reads the execution)."""
+    execution_trace: dict[str, str] | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The trace context of the request that created the execution (W3C ``traceparent``),
+    which the run's span links to. Absent in older commands and for executions that have none."""
 
 
 # --- sandbox -> orchestrator / notifier -----------------------------------------------------

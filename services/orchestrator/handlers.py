@@ -17,8 +17,9 @@ its run's checkpoint and reports its outcome again; its attempt ledger fences an
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 import structlog
@@ -56,7 +57,7 @@ from shared.events import (
 )
 from shared.faults import fault_point
 from shared.senders import GatewaySender, ProducerSender, Sender
-from shared.store.ports import Claim, Store
+from shared.store.ports import Claim, Store, nothing_to_settle
 from shared.topics import Topics
 
 log = structlog.get_logger(__name__)
@@ -105,6 +106,15 @@ def starter(request: ExecutionRequested, given: AgentInput) -> Callable[[Executi
 
 Loaded = tuple[Execution, bool]
 """An execution and whether it was just read from the store (else it is this replica's copy)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Stored:
+    """An outcome as stored, and the writes that follow its compare-and-set (none for an
+    outcome that changed nothing)."""
+
+    outcome: sm.Outcome
+    settle: Callable[[], Awaitable[None]] = nothing_to_settle
 
 
 class Orchestrator:
@@ -297,12 +307,12 @@ class Orchestrator:
             if stored is None:
                 execution, fresh = await self._reload(execution)
                 continue
-            if stored.transitions and execution.suspension is not None:
+            if stored.outcome.transitions and execution.suspension is not None:
                 # The decision resumed the suspension it answered (a parked one is applied in
                 # on_suspended, moments after its suspension, and is not a reviewer's wait).
                 waited = self._clock() - execution.suspension.suspended_at
                 metrics.REVIEW_WAIT_SECONDS.observe(max(0.0, waited.total_seconds()))
-            await self._publish_after(stored, event)
+            await self._conclude(stored, event)
             return
         raise ConcurrencyConflict(f"execution {event.execution_id} kept changing")
 
@@ -473,17 +483,17 @@ class Orchestrator:
         self._known.put(reloaded)
         return reloaded, True
 
-    async def _store_outcome(self, execution: Execution, outcome: sm.Outcome) -> sm.Outcome | None:
+    async def _store_outcome(self, execution: Execution, outcome: sm.Outcome) -> Stored | None:
         """Compare-and-set a changed outcome's execution after ``execution``: the outcome as
-        stored (with its version), or None when another writer got there first. An unchanged
-        outcome is returned as it is."""
+        stored (with its version) and the writes that follow the compare-and-set, or None when
+        another writer got there first. An unchanged outcome is returned as it is."""
         if not outcome.changed:
-            return outcome
-        stored = await self._store.executions.replace(execution, outcome.execution)
-        if stored is None:
+            return Stored(outcome)
+        written = await self._store.executions.compare_and_set(execution, outcome.execution)
+        if written is None:
             return None
-        self._known.put(stored)
-        return dataclasses.replace(outcome, execution=stored)
+        self._known.put(written.execution)
+        return Stored(dataclasses.replace(outcome, execution=written.execution), written.settle)
 
     async def _apply(
         self, loaded: Loaded, step: Callable[[Execution], sm.Outcome], event: EventModel
@@ -499,7 +509,7 @@ class Orchestrator:
             if stored is None:
                 execution, fresh = await self._reload(execution)
                 continue
-            await self._publish_after(stored, event)
+            await self._conclude(stored, event)
             return
         raise ConcurrencyConflict(f"execution {execution.execution_id} kept changing")
 
@@ -533,6 +543,18 @@ class Orchestrator:
                 await self._announce(stored, cause)
                 return
             execution, _ = await self._reload(execution)
+
+    async def _conclude(self, stored: Stored, cause: EventModel) -> None:
+        """Publish what the stored outcome calls for while the writes that follow its
+        compare-and-set are made: the next service starts on it one store round trip sooner
+        (what it reads of the execution does not need them: ``Written.settle``). Both are done
+        before the handler returns, so the message is acknowledged after them."""
+        settled, published = await asyncio.gather(
+            stored.settle(), self._publish_after(stored.outcome, cause), return_exceptions=True
+        )
+        for failure in (settled, published):
+            if isinstance(failure, BaseException):
+                raise failure
 
     async def _publish_after(self, outcome: sm.Outcome, cause: EventModel) -> None:
         execution = outcome.execution

@@ -502,6 +502,8 @@ def follow_ups(execution: Execution, *, causation_id: str | None) -> list[Execut
         "correlation_id": execution.execution_id,
         "event_id": f"{execution.execution_id}:dispatch:{execution.epoch}",
         "occurred_at": utc_now(),
+        "execution_version": execution.version if execution.version >= 2 else None,
+        "execution_trace": execution.trace_context,
     }
     if execution.status is S.PENDING and execution.epoch >= 1:
         return [ExecutionDispatched(kind=DispatchKind.START, input=execution.input, **common)]

@@ -8,10 +8,12 @@ from typing import Any
 import structlog
 
 from services.sandbox.runner import (
+    Admission,
     AgentRunner,
     Attempt,
     Completed,
     Failed,
+    NotCurrent,
     Refused,
     RunOutcome,
     Suspended,
@@ -21,6 +23,7 @@ from shared import tracing
 from shared.bus import EventPublisher, carried_headers
 from shared.crypto import Keyring
 from shared.custom_headers import open_carried
+from shared.domain.execution import Execution
 from shared.errors import Fenced, RejectedMessage
 from shared.events import (
     ExecutionDispatched,
@@ -53,17 +56,13 @@ class Sandbox:
         self._keyring = keyring
 
     async def on_dispatched(self, command: ExecutionDispatched) -> None:
-        # Not older than the dispatch: the head alone answers, unless it trails the log.
-        execution = await self._store.executions.get(
-            command.project_id, command.execution_id, min_epoch=command.epoch
-        )
-        if execution is None:
-            raise RejectedMessage(f"unknown execution {command.execution_id}")
-        if command.epoch != execution.epoch or execution.status.is_terminal:
-            # A re-sent or overtaken command, or one of an execution cancelled meanwhile: the
-            # orchestrator has moved on, nothing to run.
-            log.info("dispatch.stale", epoch=command.epoch, current_epoch=execution.epoch)
-            return
+        origin = command.execution_trace
+        if command.execution_version is None:
+            # A command of an older orchestrator: the execution is read first, as it was then.
+            execution = await self._execution_of(command)
+            if not self._is_current(command, execution):
+                return
+            origin = execution.trace_context
         common: dict[str, Any] = {
             "execution_id": command.execution_id,
             "project_id": command.project_id,
@@ -82,20 +81,33 @@ class Sandbox:
             custom_headers_unreadable=headers.unreadable,
             **common,
         )
-        # Not waited for before the run: its acknowledgement is awaited before any other report,
-        # so it still comes first and a failed send still fails the delivery (which is handled
-        # again), but the run does not wait a broker round trip to begin.
-        started_sent = asyncio.ensure_future(
-            self._publisher.publish(started, self._topics.reported, key=command.execution_id)
-        )
+        started_sent: asyncio.Future[None] | None = None
+
+        async def admit() -> bool:
+            """Is the command still current? Asked while the run begins its attempt and reads
+            its checkpoint (the three round trips at once); once it is, the run is announced.
+            Not waited for before the run: its acknowledgement is awaited before any other
+            report, so it still comes first and a failed send still fails the delivery (which
+            is handled again), but the run does not wait a broker round trip to begin."""
+            nonlocal started_sent
+            if command.execution_version is not None and not await self._still_current(command):
+                return False
+            started_sent = asyncio.ensure_future(
+                self._publisher.publish(started, self._topics.reported, key=command.execution_id)
+            )
+            return True
+
         try:
-            outcome, attempt = await self._run(command, headers.headers, execution.trace_context)
+            outcome, attempt = await self._run(command, headers.headers, origin, admit)
+        except NotCurrent:
+            return
         except Fenced as exc:
             # A newer attempt (another replica) owns this run now; it reports, we must not.
             log.warning("dispatch.fenced", reason=str(exc))
             return
         finally:
-            await started_sent
+            if started_sent is not None:
+                await started_sent
         await self._report_outcome(command, common, outcome)
         log.info(
             "dispatch.ran",
@@ -105,8 +117,41 @@ class Sandbox:
             outcome=type(outcome).__name__,
         )
 
+    async def _still_current(self, command: ExecutionDispatched) -> bool:
+        """The command is current while the version that called for it is the execution's
+        newest (one point read); after a later one (the run's own start was recorded, a cancel,
+        a redelivered old command) the execution says."""
+        assert command.execution_version is not None
+        if await self._store.executions.unchanged_since(
+            command.execution_id, command.execution_version
+        ):
+            return True
+        return self._is_current(command, await self._execution_of(command))
+
+    async def _execution_of(self, command: ExecutionDispatched) -> Execution:
+        # Not older than the dispatch: the head alone answers, unless it trails the log.
+        execution = await self._store.executions.get(
+            command.project_id, command.execution_id, min_epoch=command.epoch
+        )
+        if execution is None:
+            raise RejectedMessage(f"unknown execution {command.execution_id}")
+        return execution
+
+    @staticmethod
+    def _is_current(command: ExecutionDispatched, execution: Execution) -> bool:
+        if command.epoch != execution.epoch or execution.status.is_terminal:
+            # A re-sent or overtaken command, or one of an execution cancelled meanwhile: the
+            # orchestrator has moved on, nothing to run.
+            log.info("dispatch.stale", epoch=command.epoch, current_epoch=execution.epoch)
+            return False
+        return True
+
     async def _run(
-        self, command: ExecutionDispatched, headers: dict[str, str], origin: Any
+        self,
+        command: ExecutionDispatched,
+        headers: dict[str, str],
+        origin: Any,
+        admit: Admission,
     ) -> tuple[RunOutcome, Attempt | None]:
         """The run, and the fence check after it; raises ``Fenced`` when a newer attempt took
         it over."""
@@ -122,7 +167,7 @@ class Sandbox:
             },
             links=tracing.link_to(origin, "execution.origin"),
         ) as run_span:
-            outcome, attempt = await self._runner.run(command, headers)
+            outcome, attempt = await self._runner.run(command, headers, admit)
             run_span.set_attribute("interlock.outcome", type(outcome).__name__)
         fault_point("sandbox.before_report")
         if attempt is not None:

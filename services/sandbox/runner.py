@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -108,6 +108,20 @@ class Refused:
 
 RunOutcome = Suspended | Completed | Failed | Refused
 
+Admission = Callable[[], Awaitable[bool]]
+"""Asked while a run begins its attempt and reads its checkpoint: may the run go on (is its
+command still current)? A run it refuses raises ``NotCurrent`` before anything of it is
+stored or runs."""
+
+
+class NotCurrent(Exception):
+    """The command is no longer current (``Admission``): nothing was run or reported."""
+
+
+async def _admit_all() -> bool:
+    return True
+
+
 END_HERE = object()
 """``_next_input``'s answer for a resume that ends the run where it stands (``end``)."""
 
@@ -150,11 +164,15 @@ class AgentRunner:
         """When each recent attempt was last found current (monotonic seconds)."""
 
     async def run(
-        self, dispatch: ExecutionDispatched, custom_headers: Mapping[str, str] | None = None
+        self,
+        dispatch: ExecutionDispatched,
+        custom_headers: Mapping[str, str] | None = None,
+        admit: Admission = _admit_all,
     ) -> tuple[RunOutcome, Attempt | None]:
         """Run what the dispatch asks for, the caller's custom headers (opened) in the agent's
-        run config. Returns the outcome and the attempt that produced it (None when nothing had
-        to run). Raises ``Fenced`` when a newer attempt took over."""
+        run config, if ``admit`` agrees. Returns the outcome and the attempt that produced it
+        (None when nothing had to run). Raises ``Fenced`` when a newer attempt took over,
+        ``NotCurrent`` when ``admit`` refused."""
         # The run reads its thread's checkpoint from the database once; the reads after (the
         # graph's own, the outcome's) are answered from what it read and wrote, and what it
         # wrote is stored when the scope ends, before the outcome is returned (and reported).
@@ -162,24 +180,27 @@ class AgentRunner:
         # query by fields).
         index = StepIndex()
         async with checkpoint_run_scope(extra=index.kept, guard=index.may_replace):
-            return await self._run(dispatch, custom_headers, index)
+            return await self._run(dispatch, custom_headers, index, admit)
 
     async def _run(
         self,
         dispatch: ExecutionDispatched,
         custom_headers: Mapping[str, str] | None,
         index: StepIndex,
+        admit: Admission,
     ) -> tuple[RunOutcome, Attempt | None]:
         try:
             agent = self._graphs.get(dispatch.agent)
         except AgentNotLoadable as exc:
+            if not await admit():
+                raise NotCurrent from exc
             if dispatch.kind is DispatchKind.RESUME:
                 # A broken release must not end the reviews waiting on it: the suspension is
                 # kept, and answered again once a release loads the agent.
                 return Refused(str(exc), "AgentNotLoadable"), None
             return Failed("AgentNotLoadable", str(exc)), None
         config = _run_config(dispatch, custom_headers)
-        number, snapshot = await self._number_and_read(dispatch, agent, config)
+        number, snapshot = await self._number_and_read(dispatch, agent, config, admit)
         turn = dispatch.input.turn if dispatch.input is not None else None
         if turn is not None and turn.kind == "update":
             attempt = Attempt(dispatch.execution_id, dispatch.epoch, number)
@@ -300,23 +321,27 @@ class AgentRunner:
         return Completed(to_jsonable((await agent.graph.aget_state(config)).values))
 
     async def _number_and_read(
-        self, dispatch: ExecutionDispatched, agent: LoadedAgent, config: Any
+        self, dispatch: ExecutionDispatched, agent: LoadedAgent, config: Any, admit: Admission
     ) -> tuple[int, StateSnapshot]:
-        """Begin the attempt and read the thread's checkpoint."""
+        """Begin the attempt and read the thread's checkpoint, while ``admit`` is asked: the
+        round trips at once, not one after the other. An attempt begun for a command that
+        ``admit`` then refuses goes unused, as one whose checkpoint shows nothing left to run
+        (a redelivered dispatch): a newer number only fences the attempts of its epoch, and an
+        epoch whose command is no longer current has nothing left to write."""
         if dispatch.kind is DispatchKind.START and dispatch.epoch == 1:
             # The first attempt of an execution's first run is the only writer its thread has
             # had: there is no checkpoint to read.
-            number = await self._begin(dispatch)
+            number, admitted = await _all(self._begin(dispatch), admit())
+            if not admitted:
+                raise NotCurrent
             if number == 1:
                 known_to_be_new(dispatch.execution_id)
             return number, await agent.graph.aget_state(config)
-        # The attempt is numbered while the checkpoint is read (two round trips at once, not one
-        # after the other). When the checkpoint shows nothing left to run (a redelivered
-        # dispatch), the attempt goes unused: a newer number only fences the attempts of this
-        # epoch, and the one that ran it has finished its checkpoint.
-        number, snapshot = await asyncio.gather(
-            self._begin(dispatch), agent.graph.aget_state(config)
+        number, snapshot, admitted = await _all(
+            self._begin(dispatch), agent.graph.aget_state(config), admit()
         )
+        if not admitted:
+            raise NotCurrent
         return number, snapshot
 
     async def _stream(
@@ -416,6 +441,16 @@ class AgentRunner:
         # checkpoint after it was not (its task is listed with its result, and ``next`` looks
         # empty). Continue the crashed attempt from its last checkpoint.
         return None
+
+
+async def _all(*steps: Awaitable[Any]) -> Any:
+    """``asyncio.gather`` that lets every step finish before the first failure is raised, so
+    none is left running unseen."""
+    results = await asyncio.gather(*steps, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return results
 
 
 def _run_config(dispatch: ExecutionDispatched, custom_headers: Mapping[str, str] | None) -> Any:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
@@ -26,6 +27,24 @@ from shared.store.threads import ThreadStore
 class Page:
     items: list[Execution]
     next_cursor: str | None
+
+
+async def nothing_to_settle() -> None:
+    """The ``Written.settle`` of a store whose compare-and-set is all its write."""
+
+
+@dataclass(frozen=True)
+class Written:
+    """A compare-and-set that won (``ExecutionStore.compare_and_set``): what was stored, and the
+    writes that follow it."""
+
+    execution: Execution
+    settle: Callable[[], Awaitable[None]] = nothing_to_settle
+    """Makes the writes that follow the compare-and-set and that no reader needs to be correct
+    (the MongoDB store's head, which readers go past while it trails, and the markers of what
+    the version stopped waiting on, which every reader checks against the execution). Awaited
+    before the caller acknowledges what it is handling, so a crash before them is made good by
+    the redelivery, as a crash between the writes of ``replace`` is."""
 
 
 class ExecutionStore(Protocol):
@@ -58,6 +77,20 @@ class ExecutionStore(Protocol):
         ``current`` must be a version this store returned (``create``, ``get`` or ``replace``),
         however old: the MongoDB store does not read it back, it relies on every
         version's id staying taken for good."""
+        ...
+
+    async def compare_and_set(self, current: Execution, successor: Execution) -> Written | None:
+        """``replace``, returning as soon as the compare-and-set is decided, with the writes
+        that follow it left to ``Written.settle``: a handler publishes what the new version
+        calls for while they are made (``replace`` is this, then ``settle``)."""
+        ...
+
+    async def unchanged_since(self, execution_id: str, version: int) -> bool:
+        """Is ``version`` still the execution's newest? One point read on MongoDB (of the
+        version after it, normally absent), whatever the head says: a holder of a command that
+        version produced (the sandbox, with a dispatch) learns the command is current without
+        reading the execution. False when a later version exists. ``version`` must be one this
+        store stored (a dispatch names the version that produced it)."""
         ...
 
     async def due_deadlines(self, now: datetime, *, limit: int = 100) -> list[Execution]:

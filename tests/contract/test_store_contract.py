@@ -137,6 +137,49 @@ async def test_a_writer_holding_any_older_version_loses_even_after_the_end(store
     assert await store.executions.get("proj-1", "exec-old-copies") == audited
 
 
+async def test_compare_and_set_decides_at_once_and_settles_into_what_replace_leaves(
+    store: Store,
+) -> None:
+    """A compare-and-set that won is readable before its settle (a reader goes past whatever
+    follows it), loses to nothing older, and once settled leaves what ``replace`` would; a lost
+    one returns None and settles nothing."""
+    execution, _ = await store.executions.create(f.pending("exec-cas"))
+    suspended = f.suspended("exec-cas")
+    written = await store.executions.compare_and_set(execution, suspended)
+    assert written is not None and written.execution.version == 2
+    assert written.execution == suspended.model_copy(update={"version": 2})
+    assert await store.executions.get("proj-1", "exec-cas") == written.execution
+    assert await store.executions.compare_and_set(execution, suspended) is None
+    await written.settle()
+    assert await store.executions.get("proj-1", "exec-cas") == written.execution
+    page = await store.executions.list("proj-1", "ws-1", status=ExecutionStatus.SUSPENDED)
+    assert [e.execution_id for e in page.items] == ["exec-cas"]
+    resumed = written.execution.model_copy(update={"status": ExecutionStatus.RESUMING})
+    after = await store.executions.compare_and_set(written.execution, resumed)
+    assert after is not None
+    await after.settle()
+    page = await store.executions.list("proj-1", "ws-1", status=ExecutionStatus.SUSPENDED)
+    assert page.items == []
+
+
+async def test_unchanged_since_tells_whether_a_version_is_still_the_newest(store: Store) -> None:
+    execution, _ = await store.executions.create(f.pending("exec-unchanged"))
+    running = await store.executions.replace(
+        execution, execution.model_copy(update={"status": ExecutionStatus.RUNNING})
+    )
+    assert running is not None
+    assert await store.executions.unchanged_since("exec-unchanged", running.version)
+    assert not await store.executions.unchanged_since("exec-unchanged", execution.version)
+    ended = await store.executions.replace(
+        running, running.model_copy(update={"status": ExecutionStatus.COMPLETED})
+    )
+    assert ended is not None
+    # However the store keeps older versions once the execution ended, they stay superseded.
+    assert not await store.executions.unchanged_since("exec-unchanged", running.version)
+    assert not await store.executions.unchanged_since("exec-unchanged", execution.version)
+    assert await store.executions.unchanged_since("exec-unchanged", ended.version)
+
+
 async def test_get_with_a_min_epoch_is_never_older_than_that_epoch(store: Store) -> None:
     created, _ = await store.executions.create(f.pending("exec-epochs"))
     current = created

@@ -101,7 +101,16 @@ EXERCISED: dict[str, set[str]] = {
         "checkpoints",
         "checkpoint_heads",
     },
-    "sandbox": {"executions", "steps", "attempts", "execution_progress", "checkpoint_heads"},
+    # A dispatch is checked against the version after the one that sent it (execution_versions);
+    # the execution itself (executions) is read only when that one exists, which these flows do
+    # not provoke (tests/unit/test_sandbox_admission.py does). One grant gives both reads.
+    "sandbox": {
+        "execution_versions",
+        "steps",
+        "attempts",
+        "execution_progress",
+        "checkpoint_heads",
+    },
     "notifier": {"notification_outbox", "notification_deliveries", "notification_claims"},
     "migrator": {"executions", "api_keys", "threads", "store_migrations"},
     "keys": {"api_keys"},

@@ -44,7 +44,9 @@ class RecordingRunner:
         self.publisher = publisher
         self.began_before_started_acknowledged: bool | None = None
 
-    async def run(self, command: Any, headers: Any) -> tuple[Any, None]:
+    async def run(self, command: Any, headers: Any, admit: Any) -> tuple[Any, None]:
+        # As the real runner: nothing runs before the command is admitted.
+        assert await admit()
         self.began_before_started_acknowledged = not self.publisher.gate.is_set()
         # The broker answers while the run works.
         self.publisher.gate.set()
@@ -60,7 +62,12 @@ def sandbox(publisher: GatedPublisher, runner: RecordingRunner) -> Sandbox:
     async def get(*_: Any, **__: Any) -> Any:
         return execution
 
-    store: Any = SimpleNamespace(executions=SimpleNamespace(get=get))
+    async def unchanged_since(*_: Any) -> bool:
+        return True
+
+    store: Any = SimpleNamespace(
+        executions=SimpleNamespace(get=get, unchanged_since=unchanged_since)
+    )
     return Sandbox(
         store=store, publisher=publisher, topics=TOPICS, runner=runner, keyring=process_keyring()
     )
@@ -78,15 +85,23 @@ DISPATCH = ExecutionDispatched(
 )
 
 
-async def handle(handler: Sandbox) -> None:
+VERSIONED = DISPATCH.model_copy(update={"execution_version": 2})
+"""A command of an orchestrator that names the version it came from: checked by one point read
+while the run begins, instead of a read of the execution before it."""
+
+
+async def handle(handler: Sandbox, dispatch: ExecutionDispatched = DISPATCH) -> None:
     # Bounded: a handler that waits for the report before its run would wait forever here.
-    await asyncio.wait_for(handler.on_dispatched(DISPATCH), timeout=5)
+    await asyncio.wait_for(handler.on_dispatched(dispatch), timeout=5)
 
 
-async def test_the_run_begins_before_the_started_report_is_acknowledged() -> None:
+@pytest.mark.parametrize("dispatch", [DISPATCH, VERSIONED], ids=["older", "versioned"])
+async def test_the_run_begins_before_the_started_report_is_acknowledged(
+    dispatch: ExecutionDispatched,
+) -> None:
     publisher = GatedPublisher()
     runner = RecordingRunner(publisher)
-    await handle(sandbox(publisher, runner))
+    await handle(sandbox(publisher, runner), dispatch)
     assert runner.began_before_started_acknowledged is True
     assert publisher.sent == ["started", "completed"]
 

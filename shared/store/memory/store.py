@@ -17,7 +17,7 @@ from shared.store.memory.links import InMemorySpentLinks
 from shared.store.memory.notifications import InMemoryNotifications
 from shared.store.memory.progress import InMemoryProgressLog
 from shared.store.memory.threads import InMemoryThreads
-from shared.store.ports import Claim, Page, StepRecord
+from shared.store.ports import Claim, Page, StepRecord, Written
 
 
 def _sort_key(execution: Execution) -> tuple[str, str]:
@@ -61,6 +61,14 @@ class InMemoryExecutionStore:
             update={"version": current.version + 1}
         )
         return self._items[current.execution_id]
+
+    async def compare_and_set(self, current: Execution, successor: Execution) -> Written | None:
+        stored = await self.replace(current, successor)
+        return None if stored is None else Written(stored)
+
+    async def unchanged_since(self, execution_id: str, version: int) -> bool:
+        found = self._items.get(execution_id)
+        return found is not None and found.version == version
 
     async def list(
         self,

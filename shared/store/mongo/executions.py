@@ -16,7 +16,7 @@ from shared.domain.execution import Execution, ExecutionStatus
 from shared.store.cursor import decode_cursor, encode_cursor
 from shared.store.mongo.compression import compressed, decompressed
 from shared.store.mongo.markers import WaitingMarkers, deadline_key, undelivered_key
-from shared.store.ports import Claim, Page
+from shared.store.ports import Claim, Page, Written
 
 Document = dict[str, Any]
 
@@ -185,6 +185,13 @@ class MongoExecutionStore:
         return _from_document(newest)
 
     async def replace(self, current: Execution, successor: Execution) -> Execution | None:
+        written = await self.compare_and_set(current, successor)
+        if written is None:
+            return None
+        await written.settle()
+        return written.execution
+
+    async def compare_and_set(self, current: Execution, successor: Execution) -> Written | None:
         if successor.execution_id != current.execution_id:
             raise ValueError("a successor must be of the same execution")
         stored = successor.model_copy(update={"version": current.version + 1})
@@ -199,11 +206,25 @@ class MongoExecutionStore:
             await self._versions.insert_one(document)
         except DuplicateKeyError:
             return None
-        await self._write_head(document)
-        await self._markers.after_write(current, stored)
-        if stored.status.is_terminal:
-            await self._prune(stored)
-        return stored
+
+        async def settle() -> None:
+            # The head may trail the log meanwhile (every reader goes past a trailing head), and
+            # the marker of what this version stopped waiting on stays a moment longer (every
+            # reader checks a marker against its execution).
+            await self._write_head(document)
+            await self._markers.after_write(current, stored)
+            if stored.status.is_terminal:
+                await self._prune(stored)
+
+        return Written(stored, settle)
+
+    async def unchanged_since(self, execution_id: str, version: int) -> bool:
+        # The version after it, by ``_id``: absent while ``version`` is the newest (ids are
+        # never freed, so a pruned successor still answers as a stub).
+        successor = await self._versions.find_one(
+            {"_id": _version_id(execution_id, version + 1)}, {"_id": 1}
+        )
+        return successor is None
 
     async def _newest(self, execution_id: str) -> Document | None:
         return await self._newest_from_head(

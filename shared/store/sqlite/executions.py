@@ -6,7 +6,7 @@ from datetime import datetime
 
 from shared.domain.execution import Execution, ExecutionStatus, next_deadline, undelivered
 from shared.store.cursor import decode_cursor, encode_cursor
-from shared.store.ports import Claim, Page
+from shared.store.ports import Claim, Page, Written
 from shared.store.sqlite.database import Database
 
 SCHEMA = """
@@ -95,6 +95,16 @@ class SqliteExecutionStore:
             (*columns, execution_id, current.version),
         )
         return stored if changed == 1 else None
+
+    async def compare_and_set(self, current: Execution, successor: Execution) -> Written | None:
+        stored = await self.replace(current, successor)  # one statement: nothing follows it
+        return None if stored is None else Written(stored)
+
+    async def unchanged_since(self, execution_id: str, version: int) -> bool:
+        row = await self._db.fetch_one(
+            "SELECT version FROM executions WHERE execution_id = ?", (execution_id,)
+        )
+        return row is not None and int(row["version"]) == version
 
     async def due_deadlines(self, now: datetime, *, limit: int = 100) -> list[Execution]:
         # The dev store holds few suspended executions: read them and pick in Python rather
