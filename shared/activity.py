@@ -12,6 +12,10 @@ messages stay in order on one partition:
 - ``progress``, from the sandbox after each batch of progress it stored: node updates and model
   tokens, best-effort like the progress log itself.
 
+A change that stops a run (the execution suspended, or ended) also carries the execution as
+stored, so a gateway's request waiting for that run (LangGraph's ``runs.wait``, ``join``) answers
+from the message instead of reading the store once per stopped run.
+
 The sandbox publishes a run's progress before it reports the run, and the orchestrator
 announces the change only after that report: on the one partition, a stream sees a run's
 progress before the status that ends it, as it does when it reads the store.
@@ -46,6 +50,17 @@ class ExecutionChange(BaseModel):
     view: dict[str, Any] | None = None
     """The execution as ``GET .../executions/{id}`` shows it (without approvals); None when it
     was too big to carry (``MAX_VIEW_BYTES``)."""
+    execution: dict[str, Any] | None = None
+    """When the change stops a run (``stops_a_run``): the execution as stored, but its trail
+    (``audit``, above), so what a waiter answers needs no store read. None on other changes,
+    when its state was too big to carry (``MAX_VIEW_BYTES``), and from orchestrators of the
+    release before (the gateway then reads the store, as it did)."""
+
+    def stored(self) -> Execution | None:
+        """The stored execution this change carries (None: read it from the store)."""
+        if self.execution is None:
+            return None
+        return Execution.model_validate({**self.execution, "audit": self.audit})
 
 
 class ProgressItem(BaseModel):
@@ -77,6 +92,9 @@ class ExecutionActivity(EventModel):
         view: dict[str, Any] | None = ExecutionView.of(execution).model_dump(mode="json")
         if view is not None and _too_big(view):
             view = None
+        stored: dict[str, Any] | None = None
+        if stops_a_run(execution.status) and not _state_too_big(execution):
+            stored = execution.model_dump(mode="json", exclude={"audit"})
         return cls(
             # One id per stored version: a re-announcement is recognisably the same news.
             event_id=f"{execution.execution_id}:changed:{execution.version}",
@@ -87,6 +105,7 @@ class ExecutionActivity(EventModel):
                 status=execution.status,
                 audit=execution.audit,
                 view=view,
+                execution=stored,
             ),
             causation_id=causation_id,
             correlation_id=execution.execution_id,
@@ -109,6 +128,23 @@ class ExecutionActivity(EventModel):
 def decode_activity(raw: bytes) -> ExecutionActivity:
     """Parse one ``execution.activity`` message (``EventDecodeError`` with the reason)."""
     return decode_event(raw, (ExecutionActivity,))
+
+
+def stops_a_run(status: ExecutionStatus) -> bool:
+    """A change to this status ends the run under way: what a waiter for that run waits for."""
+    return status.is_terminal or status is ExecutionStatus.SUSPENDED
+
+
+def _state_too_big(execution: Execution) -> bool:
+    # The parts that grow with the graph's state; the rest is a few KiB at most.
+    suspension = execution.suspension
+    heavy = [
+        execution.input,
+        execution.result,
+        execution.stopped_values,
+        None if suspension is None else (suspension.values, suspension.suspend_context),
+    ]
+    return len(to_json(heavy)) > MAX_VIEW_BYTES
 
 
 def _too_big(view: dict[str, Any]) -> bool:

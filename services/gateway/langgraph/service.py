@@ -32,6 +32,7 @@ from services.gateway.conversations import (
 from services.gateway.errors import ExecutionNotFound
 from services.gateway.feed import ExecutionFeed, Watch
 from services.gateway.intake import Intake
+from services.gateway.langgraph.carried import advanced
 from services.gateway.langgraph.requests import RunRequest, agent_input, review_answer
 from services.gateway.langgraph.search import ThreadFinder
 from services.gateway.langgraph.turns import THREAD_START, Fork, NewTurn, again_from
@@ -632,13 +633,9 @@ class LangGraphService:
             arrived = await watch.next(left)
             if watch.ended is not None:
                 raise held_refusal(watch.ended)
-            stopped = any(
-                a.change is not None
-                and (a.change.status.is_terminal or a.change.status is ExecutionStatus.SUSPENDED)
-                for a in arrived
-            )
-            if stopped or watch.overflowed:
-                execution = await self.reread(execution)
+            # A change that stops the run carries the execution: no read (carried.py).
+            heard = None if watch.overflowed else advanced(execution, arrived)
+            execution = heard or await self.reread(execution)
         return execution
 
     async def cancel(self, scope: Scope, execution: Execution, key: ApiKey) -> Execution:

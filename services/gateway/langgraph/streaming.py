@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from fastapi.sse import ServerSentEvent
 
 from services.gateway.feed import Watch
+from services.gateway.langgraph.carried import advanced
 from services.gateway.langgraph.run_events import EventPosition, RunEvents
 from services.gateway.langgraph.views import last_run_epoch, segment_done
 from services.gateway.stream import KEY_REVOKED
-from shared.domain.execution import Execution, ExecutionStatus
+from shared.domain.execution import Execution
 from shared.store.progress import ProgressEntry
 
 STREAM_CLOSED = "stream closed before the run stopped: join the run"
@@ -101,11 +102,9 @@ async def run_events(
                 entries = [item.entry() for item in activity.progress]
                 for event in sent(events.progress(entries)):
                     yield event
-            elif activity.change is not None and (
-                activity.change.status.is_terminal
-                or activity.change.status is ExecutionStatus.SUSPENDED
-            ):
-                execution = await reread()
+            else:
+                # A change that stops the run carries the execution: no read (carried.py).
+                execution = advanced(execution, [activity]) or await reread()
     for event in sent(events.closing(execution, superseded=superseded(execution, events.epoch))):
         yield event
     end.stopped = True
