@@ -22,7 +22,6 @@ from typing import Any, Literal
 
 import uvicorn
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from interlock.announcement import announcement
 from interlock.effects_sink import EffectsLedger, effects_router
@@ -49,6 +48,7 @@ from shared.senders import SenderCheck, gateway_public_keys, load_producers
 from shared.store.factory import mongo_store
 from shared.store.ports import Store
 from shared.store.sqlite import SqliteStore
+from shared.store.sqlite.checkpoints import LoopSqliteSaver
 from shared.store.sqlite.database import PRIVATE_FILE, make_private
 from shared.tracing import configure_tracing
 
@@ -128,9 +128,9 @@ async def embedded(settings: DevSettings) -> AsyncIterator[Wiring]:
     async with AsyncExitStack() as stack:
         store = await SqliteStore.open(data / "interlock.sqlite")
         stack.push_async_callback(store.close)
-        make_private(data / "checkpoints.sqlite")
+        # LangGraph's SQLite tables, on the loop's thread (shared/store/sqlite/checkpoints.py).
         checkpointer = await stack.enter_async_context(
-            AsyncSqliteSaver.from_conn_string(str(data / "checkpoints.sqlite"))
+            LoopSqliteSaver.open(data / "checkpoints.sqlite")
         )
         make_private(data / "bus.sqlite")
         bus = InProcessBus(data / "bus.sqlite")

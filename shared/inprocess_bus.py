@@ -45,11 +45,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import json
+import sqlite3
 import time
 from pathlib import Path
 
-import aiosqlite
 import structlog
 from pydantic import BaseModel
 
@@ -58,6 +59,7 @@ from shared.bus_headers import publishing
 from shared.events import encode_event
 from shared.inprocess_pump import Pump, Subscription
 from shared.keyed_window import KeyedWindow
+from shared.store.sqlite.connection import LoopConnection, transaction
 
 log = structlog.get_logger(__name__)
 
@@ -65,6 +67,9 @@ PRUNE_EVERY_COMMITS = 100
 PRUNE_EVERY_SECONDS = 1.0
 KEEP_UNCONSUMED = 1000
 """Messages kept of a topic that no consumer group of this process reads."""
+BUSY_TIMEOUT_MS = 5_000
+"""How long a statement waits for a lock another process holds on the file (nothing of this
+process ever holds one across an await: ``shared/store/sqlite/connection.py``)."""
 
 SCHEMA = """
 -- AUTOINCREMENT: ids are never reused, even once pruning has emptied the table, so a new
@@ -92,7 +97,7 @@ class InProcessBus:
 
     def __init__(self, path: str | Path) -> None:
         self._path = str(path)
-        self._db: aiosqlite.Connection | None = None
+        self._db: LoopConnection | None = None
         self._write = asyncio.Lock()
         self._consumers: list[Subscription] = []
         self._listeners: dict[str, list[Listener]] = {}
@@ -101,7 +106,8 @@ class InProcessBus:
         """The last offset told of each topic that only listeners hear (never written)."""
         self._pumps: dict[tuple[str, str], Pump] = {}
         """By (group, topic), while the bus runs."""
-        self._wake: dict[str, list[asyncio.Event]] = {}
+        self._readers: dict[str, list[Pump]] = {}
+        """The pumps of each topic, told of every message published to it."""
         self._tasks: list[asyncio.Task[None]] = []
         self._changed: set[str] = set()
         """Topics with commits (or, unread, publishes) since the last prune."""
@@ -145,23 +151,23 @@ class InProcessBus:
         return pump.window.held if pump is not None else 0
 
     async def start(self) -> None:
-        db = await aiosqlite.connect(self._path)
-        await db.execute("PRAGMA journal_mode=WAL")
-        await db.execute("PRAGMA synchronous=NORMAL")
-        await db.execute("PRAGMA busy_timeout=5000")
         # Deleted messages are overwritten, not left in free pages of the file.
-        await db.execute("PRAGMA secure_delete=ON")
-        await db.executescript(SCHEMA)
-        await db.commit()
+        db = await asyncio.to_thread(
+            LoopConnection.open,
+            self._path,
+            busy_timeout_ms=BUSY_TIMEOUT_MS,
+            pragmas="PRAGMA secure_delete = ON;",
+        )
+        await db.run(lambda raw: raw.executescript(SCHEMA))
         self._db = db
         # What was committed before a stop or a crash and not pruned yet.
-        async with db.execute("SELECT DISTINCT topic FROM bus_messages") as cursor:
-            self._changed = {str(row[0]) for row in await cursor.fetchall()}
+        rows = await db.run(lambda raw: raw.execute("SELECT DISTINCT topic FROM bus_messages"))
+        self._changed = {str(row[0]) for row in rows}
         await self.prune()
         for subscription in self._consumers:
             pump = Pump(self, subscription)
             self._pumps[(subscription.group_id, subscription.topic)] = pump
-            self._wake.setdefault(subscription.topic, []).append(pump.wake)
+            self._readers.setdefault(subscription.topic, []).append(pump)
             self._tasks.append(asyncio.create_task(pump.run()))
 
     async def stop(self) -> None:
@@ -174,7 +180,7 @@ class InProcessBus:
                 await task
         self._tasks = []
         self._pumps = {}
-        self._wake = {}
+        self._readers = {}
         if self._db is not None:
             await self.prune()
             await self._db.close()
@@ -199,29 +205,21 @@ class InProcessBus:
                 Delivery(topic, 0, told, key=key, body=body, headers=dict(headers or {}))
             )
             return
+        row = (topic, key, json.dumps(headers or {}), body)
         async with self._write:
-            db = self._connection()
-            cursor = await db.execute(
-                "INSERT INTO bus_messages (topic, key, headers, body) VALUES (?, ?, ?, ?)",
-                (topic, key, json.dumps(headers or {}), body),
-            )
-            offset = cursor.lastrowid
-            assert offset is not None  # always set by an INSERT into a table with row ids
-            await db.commit()
+            # One statement in autocommit mode: stored (and committed) when it returns.
+            offset = await self._connection().run(lambda raw: _insert(raw, row))
             if not self._groups(topic):
                 self._changed.add(topic)  # nobody reads it here: kept to KEEP_UNCONSUMED
-        for wake in self._wake.get(topic, []):
-            wake.set()
-        self._tell_listeners(
-            Delivery(
-                topic=topic,
-                partition=0,
-                offset=offset,
-                key=key,
-                body=body,
-                headers=dict(headers or {}),
-            )
+        delivery = Delivery(
+            topic=topic, partition=0, offset=offset, key=key, body=body, headers=dict(headers or {})
         )
+        # Still in row id order (nothing awaited since the lock was released): each pump of the
+        # topic takes the message it would otherwise read back from the file, when it has read
+        # everything before it.
+        for pump in self._readers.get(topic, ()):
+            pump.published(delivery)
+        self._tell_listeners(delivery)
 
     def _tell_listeners(self, delivery: Delivery) -> None:
         # Outside the write lock (a listener never holds up other publishes), yet in row id
@@ -242,27 +240,16 @@ class InProcessBus:
         """Delete what every consumer group of its topic has committed (and the oldest messages
         of unread topics beyond ``KEEP_UNCONSUMED``); returns how many were deleted."""
         async with self._write:
-            db = self._connection()
             changed, self._changed = self._changed, set()
             self._commits_since_prune = 0
             self._last_prune = time.monotonic()
-            deleted = 0
+            if not changed:
+                return 0
             try:
-                for topic in sorted(changed):
-                    groups = self._groups(topic)
-                    if groups:
-                        floor = await self._floor(topic, groups)
-                        cursor = await db.execute(
-                            "DELETE FROM bus_messages WHERE topic = ? AND id <= ?", (topic, floor)
-                        )
-                    else:
-                        cursor = await db.execute(
-                            "DELETE FROM bus_messages WHERE topic = ? AND id <= (SELECT id FROM"
-                            " bus_messages WHERE topic = ? ORDER BY id DESC LIMIT 1 OFFSET ?)",
-                            (topic, topic, KEEP_UNCONSUMED),
-                        )
-                    deleted += max(cursor.rowcount, 0)
-                await db.commit()
+                groups = {topic: self._groups(topic) for topic in sorted(changed)}
+                deleted = await self._connection().run(
+                    lambda raw: transaction(raw, lambda t: _delete_done(t, groups))
+                )
             except BaseException:
                 # Cancelled (the bus stopping) or failed: the next prune does these topics.
                 self._changed |= changed
@@ -273,14 +260,6 @@ class InProcessBus:
 
     def _groups(self, topic: str) -> set[str]:
         return {s.group_id for s in self._consumers if s.topic == topic}
-
-    async def _floor(self, topic: str, groups: set[str]) -> int:
-        """The offset every group in ``groups`` has committed on ``topic`` (0: one has none)."""
-        async with self._connection().execute(
-            "SELECT group_id, committed FROM bus_offsets WHERE topic = ?", (topic,)
-        ) as cursor:
-            committed = {str(g): int(c) for g, c in await cursor.fetchall()}
-        return min(committed.get(g, 0) for g in groups)
 
     async def _maybe_prune(self) -> None:
         if not self._changed:
@@ -297,52 +276,51 @@ class InProcessBus:
     async def lag(self) -> int:
         """Messages published and not yet committed by every consumer (0: all caught up)."""
         total = 0
-        db = self._connection()
         for subscription in self._consumers:
             topic = subscription.topic
             committed = await self._committed(subscription.group_id, topic)
-            async with db.execute(
-                "SELECT COUNT(*) FROM bus_messages WHERE topic = ? AND id > ?", (topic, committed)
-            ) as cursor:
-                row = await cursor.fetchone()
-            total += int(row[0]) if row else 0
+            total += await self._connection().run(
+                functools.partial(_count_above, topic=topic, offset=committed)
+            )
         return total
 
-    def _connection(self) -> aiosqlite.Connection:
+    def _connection(self) -> LoopConnection:
         if self._db is None:
             raise RuntimeError("the in-process bus is not started")
         return self._db
 
     async def _committed(self, group_id: str, topic: str) -> int:
         """The highest id of ``topic`` the group is done with, and every one below it (0: none)."""
-        async with self._connection().execute(
-            "SELECT committed FROM bus_offsets WHERE group_id = ? AND topic = ?",
-            (group_id, topic),
-        ) as cursor:
-            row = await cursor.fetchone()
-        return int(row[0]) if row else 0
+        rows = await self._connection().run(
+            lambda raw: raw.execute(
+                "SELECT committed FROM bus_offsets WHERE group_id = ? AND topic = ?",
+                (group_id, topic),
+            ).fetchall()
+        )
+        return int(rows[0][0]) if rows else 0
 
     async def _commit(self, group_id: str, topic: str, offset: int) -> None:
         async with self._write:
-            db = self._connection()
-            await db.execute(
-                "INSERT INTO bus_offsets (group_id, topic, committed) VALUES (?, ?, ?)"
-                " ON CONFLICT (group_id, topic) DO UPDATE SET committed = excluded.committed",
-                (group_id, topic, offset),
+            await self._connection().run(
+                lambda raw: raw.execute(
+                    "INSERT INTO bus_offsets (group_id, topic, committed) VALUES (?, ?, ?)"
+                    " ON CONFLICT (group_id, topic) DO UPDATE SET committed = excluded.committed",
+                    (group_id, topic, offset),
+                )
             )
-            await db.commit()
             self._changed.add(topic)
             self._commits_since_prune += 1
         await self._maybe_prune()
 
     async def _rows_above(self, topic: str, offset: int, count: int) -> list[Delivery]:
         """``topic``'s next ``count`` messages (at most) after ``offset``, oldest first."""
-        async with self._connection().execute(
-            "SELECT id, key, headers, body FROM bus_messages"
-            " WHERE topic = ? AND id > ? ORDER BY id LIMIT ?",
-            (topic, offset, count),
-        ) as cursor:
-            rows = list(await cursor.fetchall())
+        rows = await self._connection().run(
+            lambda raw: raw.execute(
+                "SELECT id, key, headers, body FROM bus_messages"
+                " WHERE topic = ? AND id > ? ORDER BY id LIMIT ?",
+                (topic, offset, count),
+            ).fetchall()
+        )
         return [
             Delivery(
                 topic=topic,
@@ -354,3 +332,44 @@ class InProcessBus:
             )
             for row_id, key, headers, body in rows
         ]
+
+
+def _insert(raw: sqlite3.Connection, row: tuple[str, str | None, str, bytes]) -> int:
+    """Append one message; its row id is its offset."""
+    offset = raw.execute(
+        "INSERT INTO bus_messages (topic, key, headers, body) VALUES (?, ?, ?, ?)", row
+    ).lastrowid
+    assert offset is not None  # always set by an INSERT into a table with row ids
+    return offset
+
+
+def _count_above(raw: sqlite3.Connection, *, topic: str, offset: int) -> int:
+    row = raw.execute(
+        "SELECT COUNT(*) FROM bus_messages WHERE topic = ? AND id > ?", (topic, offset)
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _delete_done(raw: sqlite3.Connection, groups: dict[str, set[str]]) -> int:
+    """Delete, of each topic, what all its ``groups`` committed (with no group: all but the
+    newest ``KEEP_UNCONSUMED``); returns how many messages were deleted."""
+    deleted = 0
+    for topic, readers in groups.items():
+        if readers:
+            committed = dict(
+                raw.execute(
+                    "SELECT group_id, committed FROM bus_offsets WHERE topic = ?", (topic,)
+                ).fetchall()
+            )
+            floor = min(int(committed.get(g, 0)) for g in readers)  # 0: one has none yet
+            cursor = raw.execute(
+                "DELETE FROM bus_messages WHERE topic = ? AND id <= ?", (topic, floor)
+            )
+        else:
+            cursor = raw.execute(
+                "DELETE FROM bus_messages WHERE topic = ? AND id <= (SELECT id FROM"
+                " bus_messages WHERE topic = ? ORDER BY id DESC LIMIT 1 OFFSET ?)",
+                (topic, topic, KEEP_UNCONSUMED),
+            )
+        deleted += max(cursor.rowcount, 0)
+    return deleted

@@ -69,6 +69,10 @@ class Pump:
         self._committed = 0
         """The highest id written as committed."""
         self._committer: asyncio.Task[None] | None = None
+        self._caught_up = False
+        """Everything stored on the topic up to ``_fetched`` is in the window or done, and every
+        message published since was handed over (``published``): the next one may be taken as
+        it is published, without reading it back from the file."""
 
     async def run(self) -> None:
         committed = await self._bus._committed(self._group_id, self._topic)
@@ -80,17 +84,33 @@ class Pump:
                     await self._sleep()  # back-pressure: a finish makes room and wakes us
                     continue
                 room = min(BATCH, self.window.max_held - self.window.held)
+                self._caught_up = False  # a publish while this read waits is read next time
                 deliveries = await self._bus._rows_above(self._topic, self._fetched, room)
                 for delivery in deliveries:
                     self._offer(delivery)
                 self._start_ready()
                 if len(deliveries) == room:
                     continue  # there may be more: read on while the window has room
-                # Caught up: only a publish brings more (a finish does not, the window has room).
+                # Caught up: only a publish brings more (a finish does not, the window has room),
+                # and a publish hands it over while the window has room.
+                self._caught_up = not self.wake.is_set()
                 await self._bus._maybe_prune()
                 await self._sleep()
         finally:
             await self._abandon_in_flight()
+
+    def published(self, delivery: Delivery) -> None:
+        """``delivery`` was just stored on the topic (the bus calls this in offset order, before
+        anything else runs). Taken into the window at once if the pump has read everything
+        before it and has room for it: the message is on disk already, and reading it back
+        would only repeat what the publisher had in hand. Otherwise the pump is woken to read it
+        from the file when it can (a crash or a stop leaves it there, to be delivered then)."""
+        if self._caught_up and not self.window.full and delivery.offset > self._fetched:
+            self._offer(delivery)
+            self._start_ready()
+            return
+        self._caught_up = False
+        self.wake.set()
 
     async def _sleep(self) -> None:
         await wait_event(self.wake, IDLE_WAKE_SECONDS)

@@ -13,7 +13,6 @@ from typing import Any
 
 import httpx
 import pytest
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from interlock.dev import DevSettings
 from services.gateway import app as gateway_app
@@ -27,6 +26,7 @@ from shared.store.api_keys import Role, create_key
 from shared.store.errors import StoreUnavailable
 from shared.store.ports import StepRecord, StepStore
 from shared.store.sqlite import SqliteStore
+from shared.store.sqlite.checkpoints import LoopSqliteSaver
 from tests.eventually import eventually
 
 API = "/api/v1/projects/demo"
@@ -78,7 +78,7 @@ async def dev_mode(
         busy = BusyOnce(store.steps, path)
         store.steps = busy  # type: ignore[assignment]
         checkpointer = await stack.enter_async_context(
-            AsyncSqliteSaver.from_conn_string(str(tmp_path / "checkpoints.sqlite"))
+            LoopSqliteSaver.open(tmp_path / "checkpoints.sqlite")
         )
         bus = InProcessBus(tmp_path / "bus.sqlite")
         register_orchestrator(

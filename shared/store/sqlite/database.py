@@ -1,9 +1,10 @@
-"""One SQLite connection (through aiosqlite's worker thread), opened on first use.
+"""One SQLite connection, on the event loop's thread (``connection.py``), opened on first use.
 
 The connection is in autocommit mode and every write the adapter makes is a single statement,
-which SQLite runs atomically: there are no multi-statement transactions, so coroutines sharing
-the connection cannot interleave inside one, and other connections to the file (the other
-services of ``interlock dev``) only ever wait for the write lock, up to the busy timeout.
+which SQLite runs atomically: there are no multi-statement transactions but ``execute_many``'s
+(begun and committed without awaiting), so coroutines sharing the connection cannot interleave
+inside one, and other connections to the file (the CLI's ``interlock keys``, another store on
+it) only ever wait for the write lock, up to the busy timeout.
 """
 
 from __future__ import annotations
@@ -12,14 +13,11 @@ import asyncio
 import contextlib
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import aiosqlite
-
-from shared.errors import is_transient
-from shared.store.errors import StoreUnavailable
+from shared.store.sqlite.connection import LoopConnection, transaction
 
 Params = Sequence[Any]
 
@@ -47,47 +45,34 @@ def make_private(path: str | Path) -> None:
             os.chmod(name + suffix, PRIVATE_FILE)
 
 
-@contextlib.contextmanager
-def _busy_is_retryable() -> Iterator[None]:
-    """Another connection held the write lock for longer than the busy timeout: the same
-    operation can succeed later, so the bus should retry it rather than dead-letter it. What
-    counts as busy is the one retry rule's (``shared.errors.is_transient``)."""
-    try:
-        yield
-    except sqlite3.OperationalError as exc:
-        if is_transient(exc):
-            raise StoreUnavailable(f"database is busy: {exc}") from exc
-        raise
-
-
 class Database:
     def __init__(self, path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
         self._path = path
         self._busy_timeout_ms = busy_timeout_ms
-        self._connection: aiosqlite.Connection | None = None
+        self._connection: LoopConnection | None = None
         self._opening = asyncio.Lock()
         self._closed = False
 
     async def execute(self, sql: str, params: Params = ()) -> int:
         """Run one statement; return how many rows it changed."""
         connection = await self._connected()
-        with _busy_is_retryable():
-            async with connection.execute(sql, params) as cursor:
-                return cursor.rowcount
+        return await connection.run(lambda raw: raw.execute(sql, params).rowcount)
 
     async def execute_many(self, sql: str, rows: Iterable[Params]) -> None:
-        """Run one statement per row, each committed on its own: for writes where a batch cut
-        short and retried does no harm (inserts that skip rows already there)."""
+        """Run one statement per row, in one transaction: all the rows or none (one commit,
+        not one per row)."""
         connection = await self._connected()
-        with _busy_is_retryable():
-            async with connection.executemany(sql, rows):
-                pass
+        batch = list(rows)
+        if batch:
+            await connection.run(lambda raw: transaction(raw, lambda t: t.executemany(sql, batch)))
 
     async def fetch_all(self, sql: str, params: Params = ()) -> list[sqlite3.Row]:
         """Run one statement (a query, or a write with RETURNING) to completion."""
         connection = await self._connected()
-        with _busy_is_retryable():
-            return list(await connection.execute_fetchall(sql, params))
+        rows: list[sqlite3.Row] = await connection.run(
+            lambda raw: raw.execute(sql, params).fetchall()
+        )
+        return rows
 
     async def fetch_one(self, sql: str, params: Params = ()) -> sqlite3.Row | None:
         rows = await self.fetch_all(sql, params)
@@ -95,9 +80,7 @@ class Database:
 
     async def execute_script(self, script: str) -> None:
         connection = await self._connected()
-        with _busy_is_retryable():
-            async with connection.executescript(script):
-                pass
+        await connection.run(lambda raw: raw.executescript(script))
 
     async def ping(self) -> None:
         await self.fetch_all("SELECT 1")
@@ -108,7 +91,7 @@ class Database:
             connection, self._connection = self._connection, None
             await connection.close()
 
-    async def _connected(self) -> aiosqlite.Connection:
+    async def _connected(self) -> LoopConnection:
         # Opened here rather than in the constructor so that a store can be built before the
         # event loop runs, like MongoStore.connect (services build clients in create_app).
         if self._closed:
@@ -116,26 +99,11 @@ class Database:
         if self._connection is None:
             async with self._opening:
                 if self._connection is None:
-                    self._connection = await self._open()
+                    self._connection = await asyncio.to_thread(self._open)
         return self._connection
 
-    async def _open(self) -> aiosqlite.Connection:
-        await asyncio.to_thread(make_private, self._path)
-        with _busy_is_retryable():
-            # isolation_level=None: autocommit. Python's default would open a transaction
-            # before every write and hold the file's write lock until an explicit commit.
-            connection = await aiosqlite.connect(
-                self._path, isolation_level=None, timeout=self._busy_timeout_ms / 1000
-            )
-            connection.row_factory = sqlite3.Row
-            try:
-                # WAL: readers and the writer do not block each other. synchronous=NORMAL is
-                # durable through a crash of the process; a power cut may lose the last
-                # commits, which the development mode this store is for can afford.
-                await connection.executescript(
-                    "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
-                )
-            except BaseException:
-                await connection.close()
-                raise
+    def _open(self) -> LoopConnection:
+        make_private(self._path)
+        connection = LoopConnection.open(self._path, busy_timeout_ms=self._busy_timeout_ms)
+        connection.raw.row_factory = sqlite3.Row
         return connection
