@@ -334,13 +334,14 @@ async def test_what_each_request_reads_of_the_store(world: World, setup: Setup) 
         "threads.get_many": 1,
         "executions.get": 4,
     }
-    # An input: the thread, its latest turn (none), the invoke's insert and the thread's turn
-    # hint; nothing when the run stops (the change that says so carries the execution).
+    # An input: the thread, its first turn (none: its hint says it has started none, so not
+    # the turn after it too), the invoke's insert and the thread's turn hint; nothing when the
+    # run stops (the change that says so carries the execution).
     assert await counted("POST", "/threads/t-new/runs/wait", START) == {
         "threads.get": 1,
         "executions.create": 1,
         "threads.note_turn": 1,
-        "executions.get": 2,
+        "executions.get": 1,
     }
     # A stateless run: its thread is created, so it has no turn to read.
     assert await counted("POST", "/runs/wait", START) == {
@@ -348,10 +349,11 @@ async def test_what_each_request_reads_of_the_store(world: World, setup: Setup) 
         "executions.create": 1,
         "threads.note_turn": 1,
     }
-    # A decision: the thread and its latest turn, and the resume route's read.
+    # A decision: the thread, the turn its hint names (waiting for this review), and the
+    # resume route's read.
     assert await counted("POST", "/threads/t-new/runs/wait", RESUME) == {
         "threads.get": 1,
-        "executions.get": 3,
+        "executions.get": 2,
     }
     assert await counted("GET", f"/threads/{SHARED}/runs/{setup.run_id}") == one_thread
     # A join reads the run's turn again once it is watched.

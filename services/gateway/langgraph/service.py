@@ -306,7 +306,7 @@ class LangGraphService:
             raise not_suspended(record.thread_id)
         # A decision names the assistant it answers: held to the thread's agent before
         # anything is judged.
-        execution = await self.conversations.answerable(await self.conversations.latest(record))
+        execution = await self._waiting(record)
         if execution is None:
             raise not_suspended(record.thread_id)
         if execution.agent != body.assistant_id:
@@ -314,6 +314,34 @@ class LangGraphService:
         answers_head_of(record, execution, body.fork_checkpoint())
         async with self._watch_if(scope, execution.execution_id, key, watch) as watching:
             yield await self._decide(scope, record, execution, body, key, headers), watching
+
+    async def _no_turn_yet(self, record: ThreadRecord) -> bool:
+        """Has the thread started no turn? One read when its hint says so: its first turn.
+        (``Conversations.latest`` reads the turn after it too, at once, for the hint that
+        trails a turn being started; a thread without a first turn has no second.) A request
+        that starts its first turn meanwhile takes it first, and this one plans again
+        (``TurnTaken``)."""
+        return record.turns == 0 and await self.conversations.turn(record, 1) is None
+
+    async def _waiting(self, record: ThreadRecord) -> Execution | None:
+        """The turn a decision answers, in one read when the turn the thread's hint names waits
+        for a review: that turn's head. A turn after it that the hint has not caught up with
+        yet can only be queued behind that review or replacing it, and a decision answers the
+        review then too (``Conversations.answerable``). Any other head is read past: where the
+        thread stands, read in full."""
+        if record.turns > 0:
+            try:
+                hinted = await self._intake.get(
+                    record.project_id,
+                    record.workspace_id,
+                    turn_execution_id_of(record, record.turns),
+                    min_epoch=0,
+                )
+            except ExecutionNotFound:
+                hinted = None
+            if hinted is not None and hinted.status is ExecutionStatus.SUSPENDED:
+                return hinted
+        return await self.conversations.answerable(await self.conversations.latest(record))
 
     async def _thread_for(
         self, scope: Scope, thread_id: str, body: RunRequest, stateless: bool
@@ -347,10 +375,10 @@ class LangGraphService:
     ) -> AsyncIterator[tuple[StartedRun, Watch | None]]:
         """Start the thread's next turn as ``turn`` says, planned again while other requests
         take the turn planned (at most ``RACES`` times)."""
-        empty = turn.empty
+        # A thread this request created has no turn to read: its first is planned as is.
+        empty = turn.empty or await self._no_turn_yet(record)
         for _ in range(RACES):
             try:
-                # A thread this request created has no turn to read: its first is planned as is.
                 plan = (
                     plan_turn(None, turn.policy)
                     if empty
