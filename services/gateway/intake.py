@@ -217,12 +217,12 @@ class Intake:
         An answer naming its suspension (its generation, the epoch that suspended) needs no
         version older than that: any version of that epoch or later tells whether it is still
         the one waiting (one read while the head is that new). An answer naming none is judged
-        on the head alone when the head shows a suspension: the head is never behind a version
-        whose writer has published it, so a suspension a client can know of is there, and a
-        version past it that nobody has published yet (a deadline firing at this moment) is
-        the same race as an answer a moment earlier: the orchestrator orders the two. Any other
-        head is read past before the answer is refused, so no refusal rests on a trailing
-        head."""
+        on the head alone when the head shows a suspension: a version past it (a deadline
+        firing at this moment, another reviewer's decision applied, whose head write is in
+        flight while its writer publishes) is the same race as an answer a moment earlier: the
+        suspension's one claim and the orchestrator order the two. Any other head is read past
+        before the answer is refused, so no refusal rests on a trailing head (a suspension
+        whose head write is still in flight is found in the log)."""
         if answer.generation is not None:
             return await self.get(
                 project_id, workspace_id, execution_id, min_epoch=answer.generation

@@ -393,7 +393,17 @@ class Orchestrator:
         spec = self._registry.get(loaded[0].agent)
         # Absolute times from now, so a restart or a changed agents file never moves them.
         deadlines = spec.deadlines.deadlines_from(self._clock()) if spec else None
-        await self._apply(loaded, lambda e: sm.on_suspended(e, event, deadlines), event)
+
+        async def remark(execution: Execution) -> None:
+            # Recorded already: by a delivery that may have died before the suspension's marker
+            # was written (it is written while the version is, shared/store/mongo/markers.py),
+            # so the marker is made again.
+            if execution.status is ExecutionStatus.SUSPENDED and execution.epoch == event.epoch:
+                await self._store.executions.mark_waiting(execution)
+
+        await self._apply(
+            loaded, lambda e: sm.on_suspended(e, event, deadlines), event, unchanged=remark
+        )
 
     async def on_deadline(self, execution: Execution, kind: DeadlineKind) -> int:
         """Fire one deadline of the current suspension (the sweeper calls this); 1 if this
@@ -496,8 +506,15 @@ class Orchestrator:
         return Stored(dataclasses.replace(outcome, execution=written.execution), written.settle)
 
     async def _apply(
-        self, loaded: Loaded, step: Callable[[Execution], sm.Outcome], event: EventModel
+        self,
+        loaded: Loaded,
+        step: Callable[[Execution], sm.Outcome],
+        event: EventModel,
+        *,
+        unchanged: Callable[[Execution], Awaitable[None]] | None = None,
     ) -> None:
+        """Apply ``step`` by compare-and-set and publish what follows; ``unchanged`` is given
+        the newest version when the step changes nothing in it (a redelivery, mostly)."""
         execution, fresh = loaded
         for _ in range(MAX_CAS_ATTEMPTS):
             outcome = step(execution)
@@ -505,6 +522,8 @@ class Orchestrator:
                 # Nothing to do, says a copy that may be out of date: ask the newest version.
                 execution, fresh = await self._reload(execution)
                 continue
+            if not outcome.changed and unchanged is not None:
+                await unchanged(execution)
             stored = await self._store_outcome(execution, outcome)
             if stored is None:
                 execution, fresh = await self._reload(execution)

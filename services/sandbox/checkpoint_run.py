@@ -5,9 +5,10 @@ thread as the run last read or wrote it, the writes it holds until it ends, and 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -60,6 +61,9 @@ class Run:
     """What the run keeps with its thread's head (the sandbox's step index)."""
     guard: Callable[[dict[str, Any] | None], bool] | None = None
     """Given what the head this run's put replaced kept (``extra``), may this run's stand?"""
+    ending: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    """Made when the run ends, together with the storing of what it holds (``run_scope``):
+    the run's other last writes and checks, so its end costs one round trip, not one each."""
 
 
 _run: contextvars.ContextVar[Run | None] = contextvars.ContextVar(
@@ -84,14 +88,31 @@ async def run_scope(
     or the database failed and the run will be retried). ``extra`` is called at each checkpoint
     the run stores, and what it returns is kept with the thread's head (``head_extra`` reads it
     back in the next run); ``guard`` is asked, at each of them, whether the run's checkpoint may
-    replace the head it replaced (see the module docstring; ``Fenced`` when it may not)."""
+    replace the head it replaced (see the module docstring; ``Fenced`` when it may not). What
+    the block asked for with ``at_the_end`` is made at the same time as that storing."""
     run = Run(extra=extra, guard=guard)
     token = _run.set(run)
     try:
         yield
-        await store_held(run)
+        await _together(store_held(run), *(end() for end in run.ending))
     finally:
         _run.reset(token)
+
+
+async def _together(*steps: Awaitable[None]) -> None:
+    """All at once; each finishes before the first failure is raised."""
+    for result in await asyncio.gather(*steps, return_exceptions=True):
+        if isinstance(result, BaseException):
+            raise result
+
+
+def at_the_end(step: Callable[[], Awaitable[None]]) -> None:
+    """Have the current run make ``step`` when it ends, with the storing of what it holds
+    (outside a run: never, so callers make it themselves; see ``current_run``)."""
+    run = _run.get()
+    if run is None:
+        raise RuntimeError("no run scope")
+    run.ending.append(step)
 
 
 async def store_held(run: Run) -> None:

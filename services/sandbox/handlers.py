@@ -169,10 +169,8 @@ class Sandbox:
         ) as run_span:
             outcome, attempt = await self._runner.run(command, headers, admit)
             run_span.set_attribute("interlock.outcome", type(outcome).__name__)
+        # The runner has checked that the attempt is still current (``AgentRunner.run``).
         fault_point("sandbox.before_report")
-        if attempt is not None:
-            # Always read: a newer attempt may have begun while this one ran.
-            await self._runner.ensure_current(attempt)
         return outcome, attempt
 
     async def _report_outcome(

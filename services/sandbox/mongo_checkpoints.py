@@ -42,8 +42,9 @@ value.
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -204,7 +205,7 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
         head["writes_complete"] = True
         if run.extra is not None:
             head["interlock"] = run.extra()
-        await self._put_head(key[0], key[1], head, run.guard)
+        await self._put_head(key[0], key[1], head, run.guard, run.heads.get(key))
         known.saver = None
 
     async def _put_head(
@@ -213,33 +214,41 @@ class AsyncMongoSaver(BaseCheckpointSaver[int]):
         checkpoint_ns: str,
         head: Document,
         guard: Callable[[dict[str, Any] | None], bool] | None,
+        read: Document | None = None,
     ) -> None:
         """One ``findAndModify`` of the thread's head; the head it replaced is archived (or, when a
-        newer attempt wrote it, put back, and the run stops)."""
+        newer attempt wrote it, put back, and the run stops). ``read``: the head as the run read
+        it, which is what the command normally replaces (the run owns its thread), archived
+        meanwhile; the replaced one is archived after only when it is another."""
         head_id = key_of(thread_id, checkpoint_ns)
-        replaced = await self._heads.find_one_and_replace(
+        early = read if _replaceable(read, head) else None
+        replacing = self._heads.find_one_and_replace(
             {"_id": head_id}, head, upsert=True, return_document=ReturnDocument.BEFORE
         )
+        if early is None:
+            replaced = await replacing
+        else:
+            # Archiving a checkpoint of the history is right whatever the command finds: at worst
+            # (a newer attempt's head, a head changed since the read) it is one more entry.
+            replaced, _ = await _together(replacing, self._archive(thread_id, checkpoint_ns, early))
         if replaced is not None and guard is not None and not guard(replaced.get("interlock")):
             # A newer attempt wrote it: theirs goes back, and this run stops here.
             await self._heads.replace_one({"_id": head_id}, replaced)
             raise Fenced(f"checkpoint of {thread_id}: a newer attempt wrote the thread's head")
-        if (
-            replaced is not None
-            and "checkpoint" in replaced
-            and replaced["checkpoint_id"] != head["checkpoint_id"]
-        ):
-            # Archived writes may be joined by write sets later: only a head says "complete".
-            archived = {
-                k: v
-                for k, v in replaced.items()
-                if k not in ("_id", "interlock", "writes_complete")
-            }
-            await self._checkpoints.replace_one(
-                {"_id": key_of(thread_id, checkpoint_ns, str(replaced["checkpoint_id"]))},
-                archived,
-                upsert=True,
-            )
+        if _replaceable(replaced, head) and not _same(replaced, early):
+            assert replaced is not None
+            await self._archive(thread_id, checkpoint_ns, replaced)
+
+    async def _archive(self, thread_id: str, checkpoint_ns: str, replaced: Document) -> None:
+        # Archived writes may be joined by write sets later: only a head says "complete".
+        archived = {
+            k: v for k, v in replaced.items() if k not in ("_id", "interlock", "writes_complete")
+        }
+        await self._checkpoints.replace_one(
+            {"_id": key_of(thread_id, checkpoint_ns, str(replaced["checkpoint_id"]))},
+            archived,
+            upsert=True,
+        )
 
     async def aput_writes(
         self,
@@ -485,3 +494,26 @@ def _merged(earlier: list[Document], writes: list[Document], *, replaces: bool) 
         if replaces or key not in merged:
             merged[key] = {k: v for k, v in write.items() if k != "_id"}
     return list(merged.values())
+
+
+def _replaceable(old: Document | None, head: Document) -> bool:
+    """Is ``old`` a checkpoint that ``head`` replaces (so to archive)? Not a head of the
+    point-read saver (no checkpoint in it), nor the same checkpoint written again."""
+    return old is not None and "checkpoint" in old and old["checkpoint_id"] != head["checkpoint_id"]
+
+
+def _same(replaced: Document | None, read: Document | None) -> bool:
+    if replaced is None or read is None:
+        return False
+    return {k: v for k, v in replaced.items() if k != "_id"} == {
+        k: v for k, v in read.items() if k != "_id"
+    }
+
+
+async def _together(first: Awaitable[Any], second: Awaitable[Any]) -> tuple[Any, Any]:
+    """Both at once; each finishes before the first failure is raised."""
+    results = await asyncio.gather(first, second, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return results[0], results[1]

@@ -34,7 +34,7 @@ from langgraph.types import Command, StateSnapshot
 from opentelemetry import context as otel_context
 
 from interlock.sdk.runtime import StepRun, step_run
-from services.sandbox.checkpoint_run import head_extra, known_to_be_new
+from services.sandbox.checkpoint_run import at_the_end, head_extra, known_to_be_new
 from services.sandbox.checkpoint_run import run_scope as checkpoint_run_scope
 from services.sandbox.checkpointer import current_fence
 from services.sandbox.commands import graph_command, unknown_targets
@@ -180,7 +180,14 @@ class AgentRunner:
         # query by fields).
         index = StepIndex()
         async with checkpoint_run_scope(extra=index.kept, guard=index.may_replace):
-            return await self._run(dispatch, custom_headers, index, admit)
+            outcome, attempt = await self._run(dispatch, custom_headers, index, admit)
+            if attempt is not None:
+                # Always read before the outcome is reported: a newer attempt may have begun
+                # while this one ran. Made while the checkpoint is stored (the checkpoint write
+                # fences itself): one round trip for both.
+                current = attempt
+                at_the_end(lambda: self.ensure_current(current))
+            return outcome, attempt
 
     async def _run(
         self,
@@ -363,7 +370,9 @@ class AgentRunner:
                     # (namespace, mode, chunk): a list of modes, with subgraphs.
                     ns, mode, chunk = cast(tuple[tuple[str, ...], str, Any], part)
                     await progress.observe(mode, chunk, ns)
-                await progress.flush()
+                # The last of it is stored and announced while the checkpoint is stored, and
+                # still before the outcome is reported (the status that follows it).
+                at_the_end(progress.flush)
         except Fenced:
             raise
         except TimeoutError:

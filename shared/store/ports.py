@@ -85,6 +85,13 @@ class ExecutionStore(Protocol):
         calls for while they are made (``replace`` is this, then ``settle``)."""
         ...
 
+    async def mark_waiting(self, execution: Execution) -> None:
+        """Make again the markers of what ``execution`` (a stored version) waits on, as its
+        write made them (the MongoDB store's sweeps and pending-reviews list read markers): a
+        writer that died after its compare-and-set may have left one unwritten, and the
+        redelivery of what it handled calls this. Nothing for a store that keeps no markers."""
+        ...
+
     async def unchanged_since(self, execution_id: str, version: int) -> bool:
         """Is ``version`` still the execution's newest? One point read on MongoDB (of the
         version after it, normally absent), whatever the head says: a holder of a command that

@@ -394,3 +394,22 @@ async def test_writers_racing_on_one_suspension_mark_it_without_error(mongo: Mon
     stored = await asyncio.gather(*(mongo.executions.replace(running, waiting) for _ in range(6)))
     assert sum(s is not None for s in stored) == 1
     assert [e.execution_id for e in await mongo.executions.due_deadlines(NOW)] == ["raced"]
+
+
+async def test_a_suspension_whose_marker_was_never_written_is_marked_again(
+    mongo: MongoStore,
+) -> None:
+    """The marker is written while the version is: a writer that died between the two left a
+    suspension no sweep or list sees, until the redelivery of what it handled marks it again."""
+    running = await written(mongo, "unmarked", 2)
+    waiting = waiting_on_a_deadline("unmarked", NOW - timedelta(minutes=1))
+    stored = await mongo.executions.replace(running, waiting)
+    assert stored is not None
+    await collection(mongo, "suspended_executions").delete_many({"execution_id": "unmarked"})
+    assert await mongo.executions.due_deadlines(NOW) == []
+    with counted() as cost:
+        await mongo.executions.mark_waiting(stored)
+    assert sum(cost.values()) == 1
+    assert [e.execution_id for e in await mongo.executions.due_deadlines(NOW)] == ["unmarked"]
+    page = await mongo.executions.list("proj-1", "ws-1", status=ExecutionStatus.SUSPENDED)
+    assert [e.execution_id for e in page.items] == ["unmarked"]

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from services.orchestrator.handlers import Orchestrator
 from shared.agents import load_registry
 from shared.domain.execution import Execution
-from shared.events import ExecutionDispatched
+from shared.events import ExecutionDispatched, ReportOutcome
 from shared.senders import GatewaySender
 from shared.settings import CommonSettings
 from shared.store.memory import InMemoryExecutionStore, InMemoryStore
@@ -61,7 +61,9 @@ class SignallingPublisher(RecordingPublisher):
             self.dispatched.set()
 
 
-def orchestrator(executions: GatedSettle, publisher: SignallingPublisher) -> Orchestrator:
+def orchestrator(
+    executions: InMemoryExecutionStore, publisher: SignallingPublisher
+) -> Orchestrator:
     store = InMemoryStore()
     store.executions = executions
     return Orchestrator(
@@ -98,3 +100,33 @@ async def test_writes_after_the_compare_and_set_that_fail_fail_the_handling() ->
             f.requested("exec-1"), GatewaySender("development")
         )
     assert publisher.dispatched.is_set()  # sent meanwhile: a redelivery sends it again
+
+
+class MarkRecorder(InMemoryExecutionStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.marked: list[tuple[str, int]] = []
+
+    async def mark_waiting(self, execution: Execution) -> None:
+        self.marked.append((execution.execution_id, execution.version))
+
+
+async def test_a_redelivered_suspension_marks_the_execution_waiting_again() -> None:
+    """The marker of a suspension is written with its version (shared/store/mongo/markers.py):
+    the redelivery of the event, after a crash between the two, makes it again; the first
+    delivery and an unrelated late event do not."""
+    executions, publisher = MarkRecorder(), SignallingPublisher()
+    await executions.create(f.pending("exec-1"))
+    handler = orchestrator(executions, publisher)
+    await handler.on_requested(f.requested("exec-1"), GatewaySender("development"))
+    dispatched = await executions.get(f.SCOPE["project_id"], "exec-1")
+    assert dispatched is not None
+    suspension = f.suspended_event(dispatched)
+    await handler.on_suspended(suspension)
+    assert executions.marked == []
+    await orchestrator(executions, publisher).on_suspended(suspension)
+    waiting = await executions.get(f.SCOPE["project_id"], "exec-1")
+    assert waiting is not None and executions.marked == [("exec-1", waiting.version)]
+    late_start = f.report(dispatched, ReportOutcome.STARTED)
+    await orchestrator(executions, publisher).on_reported(late_start)
+    assert executions.marked == [("exec-1", waiting.version)]

@@ -66,6 +66,9 @@ class InMemoryExecutionStore:
         stored = await self.replace(current, successor)
         return None if stored is None else Written(stored)
 
+    async def mark_waiting(self, execution: Execution) -> None:
+        return None  # the sweeps read the executions themselves
+
     async def unchanged_since(self, execution_id: str, version: int) -> bool:
         found = self._items.get(execution_id)
         return found is not None and found.version == version

@@ -4,7 +4,8 @@ sweeps' and the pending-reviews list's, ``markers.py``), and decision claims."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Awaitable
 from datetime import datetime
 from typing import Any
 
@@ -199,11 +200,13 @@ class MongoExecutionStore:
             "_id": _version_id(stored.execution_id, stored.version),
             **_scope_fields(stored, compress=self._compress),
         }
-        # Before the compare-and-set: a writer that dies after it leaves no waiting execution
-        # without its marker (a marker without its version is checked and removed).
-        await self._markers.before_write(current, stored)
+        # With the compare-and-set, not after it: a marker without its version (the insert
+        # lost, or failed) is checked and removed; a writer that dies after the insert and
+        # before its marker is written has not acknowledged what it handled, whose redelivery
+        # makes the marker again (``mark_waiting``).
+        marking = self._markers.before_write(current, stored)
         try:
-            await self._versions.insert_one(document)
+            await _together(self._versions.insert_one(document), marking)
         except DuplicateKeyError:
             return None
 
@@ -217,6 +220,9 @@ class MongoExecutionStore:
                 await self._prune(stored)
 
         return Written(stored, settle)
+
+    async def mark_waiting(self, execution: Execution) -> None:
+        await self._markers.before_write(None, execution)
 
     async def unchanged_since(self, execution_id: str, version: int) -> bool:
         # The version after it, by ``_id``: absent while ``version`` is the newest (ids are
@@ -373,3 +379,10 @@ class MongoDecisionClaims:
         if found is None:
             return None
         return Claim(decision_id=str(found["decision_id"]), payload=str(found["payload"]))
+
+
+async def _together(first: Awaitable[Any], second: Awaitable[Any]) -> None:
+    """Both at once; each finishes before the first failure is raised (the insert's first)."""
+    for result in await asyncio.gather(first, second, return_exceptions=True):
+        if isinstance(result, BaseException):
+            raise result

@@ -100,6 +100,9 @@ class SqliteExecutionStore:
         stored = await self.replace(current, successor)  # one statement: nothing follows it
         return None if stored is None else Written(stored)
 
+    async def mark_waiting(self, execution: Execution) -> None:
+        return None  # the sweeps read the executions themselves
+
     async def unchanged_since(self, execution_id: str, version: int) -> bool:
         row = await self._db.fetch_one(
             "SELECT version FROM executions WHERE execution_id = ?", (execution_id,)
