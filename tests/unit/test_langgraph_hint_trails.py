@@ -89,8 +89,9 @@ async def post(http: httpx.AsyncClient, path: str, body: dict[str, Any]) -> dict
 async def test_a_thread_that_noted_no_turn_still_finds_its_turns(
     world: World, gateway: Opened
 ) -> None:
-    """Every note fails: the hint stays 0 while the thread runs two turns. The second input
-    is the second turn (not the first again), and each decision answers its own turn."""
+    """Every note fails: the hint stays 0 while the thread runs two turns. The second input,
+    started as the first turn without a read, is refused by turn 1's key and becomes the second
+    turn (the same text: two requests are two turns), and each decision answers its own."""
     async with await gateway(1) as http:
         created = await http.post(
             "/langgraph/projects/p1/workspaces/w1/threads", json={"thread_id": THREAD}
@@ -103,8 +104,8 @@ async def test_a_thread_that_noted_no_turn_still_finds_its_turns(
         second = await post(http, "/runs/wait", message("Refund claim CLM-4821"))
         assert "__interrupt__" in second, second
         assert await statuses(world, 2) == [ExecutionStatus.COMPLETED, ExecutionStatus.SUSPENDED]
-        again = await post(http, "/runs/wait", APPROVE)
-        assert again["refund_id"].startswith("RF-"), again
+        approved = await post(http, "/runs/wait", APPROVE)
+        assert approved["refund_id"].startswith("RF-"), approved
         assert await statuses(world, 2) == [ExecutionStatus.COMPLETED, ExecutionStatus.COMPLETED]
         record = await world.store.threads.get("p1", "w1", THREAD)
         assert record is not None and record.turns == 0

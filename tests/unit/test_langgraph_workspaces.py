@@ -334,14 +334,13 @@ async def test_what_each_request_reads_of_the_store(world: World, setup: Setup) 
         "threads.get_many": 1,
         "executions.get": 4,
     }
-    # An input: the thread, its first turn (none: its hint says it has started none, so not
-    # the turn after it too), the invoke's insert and the thread's turn hint; nothing when the
-    # run stops (the change that says so carries the execution).
+    # An input: the thread, then, its hint saying it has started no turn, the first turn's
+    # insert with no read before it, and the thread's turn hint; nothing when the run stops
+    # (the change that says so carries the execution).
     assert await counted("POST", "/threads/t-new/runs/wait", START) == {
         "threads.get": 1,
         "executions.create": 1,
         "threads.note_turn": 1,
-        "executions.get": 1,
     }
     # A stateless run: its thread is created, so it has no turn to read.
     assert await counted("POST", "/runs/wait", START) == {

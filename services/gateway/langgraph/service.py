@@ -315,14 +315,6 @@ class LangGraphService:
         async with self._watch_if(scope, execution.execution_id, key, watch) as watching:
             yield await self._decide(scope, record, execution, body, key, headers), watching
 
-    async def _no_turn_yet(self, record: ThreadRecord) -> bool:
-        """Has the thread started no turn? One read when its hint says so: its first turn.
-        (``Conversations.latest`` reads the turn after it too, at once, for the hint that
-        trails a turn being started; a thread without a first turn has no second.) A request
-        that starts its first turn meanwhile takes it first, and this one plans again
-        (``TurnTaken``)."""
-        return record.turns == 0 and await self.conversations.turn(record, 1) is None
-
     async def _waiting(self, record: ThreadRecord) -> Execution | None:
         """The turn a decision answers, in one read when the turn the thread's hint names waits
         for a review: that turn's head. A turn after it that the hint has not caught up with
@@ -374,17 +366,21 @@ class LangGraphService:
         turn: NewTurn,
     ) -> AsyncIterator[tuple[StartedRun, Watch | None]]:
         """Start the thread's next turn as ``turn`` says, planned again while other requests
-        take the turn planned (at most ``RACES`` times)."""
-        # A thread this request created has no turn to read: its first is planned as is.
-        empty = turn.empty or await self._no_turn_yet(record)
+        take the turn planned (at most ``RACES`` times).
+
+        A thread this request created, or whose hint says it started no turn, has its first
+        turn planned without a read: starting it is an insert under the turn's key, and a turn
+        1 already there (the hint trails a turn being started, or a note that failed) refuses
+        it, since every request's input is its own (``ThreadTurn.request_id``): then the
+        thread's turns are read and the input planned after them (``TurnTaken``)."""
+        unread = turn.empty or record.turns == 0
         for _ in range(RACES):
             try:
                 plan = (
                     plan_turn(None, turn.policy)
-                    if empty
+                    if unread
                     else await self.conversations.plan(record, turn.agent, turn.policy)
                 )
-                empty = False
             except WrongAgent as wrong:
                 raise assistant_mismatch(record.thread_id, wrong.agent, turn.agent) from None
             except ThreadBusy as busy:
@@ -411,6 +407,7 @@ class LangGraphService:
                         as_node=turn.as_node,
                     )
                 except TurnTaken:
+                    unread = False
                     continue
                 yield StartedRun(record, execution, 1), watching
                 return
