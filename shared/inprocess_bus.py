@@ -49,17 +49,20 @@ import functools
 import json
 import sqlite3
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import structlog
 from pydantic import BaseModel
 
-from shared.bus import Delivery, DeliveryHandler, Listener
+from shared.bus import Delivery, DeliveryHandler, Listener, Outgoing
 from shared.bus_headers import publishing
 from shared.events import encode_event
 from shared.inprocess_pump import Pump, Subscription
 from shared.keyed_window import KeyedWindow
 from shared.store.sqlite.connection import LoopConnection, transaction
+from shared.waiting import wait_event
 
 log = structlog.get_logger(__name__)
 
@@ -67,6 +70,10 @@ PRUNE_EVERY_COMMITS = 100
 PRUNE_EVERY_SECONDS = 1.0
 KEEP_UNCONSUMED = 1000
 """Messages kept of a topic that no consumer group of this process reads."""
+COMMIT_INTERVAL_SECONDS = 0.2
+"""A consumer group's offsets are written at most this often (the Kafka consumers' default,
+``INTERLOCK_CONSUMER_COMMIT_INTERVAL_MS``): all the groups' in one transaction, and after a
+crash at most this much finished work is delivered again, which the handlers absorb."""
 BUSY_TIMEOUT_MS = 5_000
 """How long a statement waits for a lock another process holds on the file (nothing of this
 process ever holds one across an await: ``shared/store/sqlite/connection.py``)."""
@@ -95,7 +102,9 @@ class InProcessBus:
     """Publisher, consumer host and listener host in one; ``start()`` opens the log and starts
     the pumps."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(
+        self, path: str | Path, *, commit_interval_seconds: float = COMMIT_INTERVAL_SECONDS
+    ) -> None:
         self._path = str(path)
         self._db: LoopConnection | None = None
         self._write = asyncio.Lock()
@@ -113,6 +122,14 @@ class InProcessBus:
         """Topics with commits (or, unread, publishes) since the last prune."""
         self._commits_since_prune = 0
         self._last_prune = time.monotonic()
+        self._commit_interval = commit_interval_seconds
+        self._offsets_due: dict[tuple[str, str], int] = {}
+        """By (group, topic): the offsets asked for and not written yet."""
+        self._offsets_written: asyncio.Future[None] | None = None
+        """Done once the offsets due are written (None: none is due)."""
+        self._flush_offsets = asyncio.Event()
+        """Set while the bus stops: offsets are written at once."""
+        self._offset_writer: asyncio.Task[None] | None = None
 
     def add_consumer(
         self,
@@ -173,6 +190,7 @@ class InProcessBus:
     async def stop(self) -> None:
         """Stop as a crash would, but tidily: the pumps and the messages in flight are cancelled
         (redelivered on the next start), what was finished below them is committed."""
+        self._flush_offsets.set()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -181,6 +199,7 @@ class InProcessBus:
         self._tasks = []
         self._pumps = {}
         self._readers = {}
+        self._flush_offsets.clear()
         if self._db is not None:
             await self.prune()
             await self._db.close()
@@ -192,34 +211,57 @@ class InProcessBus:
         with publishing(event, topic, key, headers) as all_headers:
             await self.publish_raw(encode_event(event), topic, key=key, headers=all_headers)
 
+    async def publish_all(self, messages: Sequence[Outgoing]) -> None:
+        """Publish ``messages`` in this order (``shared/bus.py``'s ``publish_in_order``): stored
+        in one transaction, so one commit for all of them, and handed over once it is done."""
+        rows = []
+        for message in messages:
+            # The span covers handing the message over, as on Kafka (the commit is shared).
+            with publishing(
+                message.event, message.topic, message.key, message.headers
+            ) as all_headers:
+                body = encode_event(message.event)
+                rows.append(_Row(message.topic, message.key, all_headers, body))
+        await self._append(rows)
+
     async def publish_raw(
         self, body: bytes, topic: str, *, key: str | None, headers: dict[str, str] | None = None
     ) -> None:
         """Append a message as it is (an outside producer's bytes, valid or not)."""
-        if self._listeners.get(topic) and not self._groups(topic):
-            # A topic only listeners hear (the gateway's execution.activity): nothing would ever
-            # read it from the log, so it is not written there, and costs no disk write.
-            told = self._heard_only.get(topic, 0) + 1
-            self._heard_only[topic] = told
-            self._tell_listeners(
-                Delivery(topic, 0, told, key=key, body=body, headers=dict(headers or {}))
-            )
-            return
-        row = (topic, key, json.dumps(headers or {}), body)
-        async with self._write:
-            # One statement in autocommit mode: stored (and committed) when it returns.
-            offset = await self._connection().run(lambda raw: _insert(raw, row))
-            if not self._groups(topic):
-                self._changed.add(topic)  # nobody reads it here: kept to KEEP_UNCONSUMED
-        delivery = Delivery(
-            topic=topic, partition=0, offset=offset, key=key, body=body, headers=dict(headers or {})
-        )
+        await self._append([_Row(topic, key, dict(headers or {}), body)])
+
+    async def _append(self, rows: Sequence[_Row]) -> None:
+        """Store ``rows`` (one statement, or one transaction for several) and, once they are
+        committed, hand each to its topic's pumps and listeners, in order."""
+        # A topic only listeners hear (the gateway's execution.activity): nothing would ever
+        # read it from the log, so it is not written there, and costs no disk write.
+        stored = [row for row in rows if not self._heard_only_topic(row.topic)]
+        offsets: list[int] = []
+        if stored:
+            async with self._write:
+                # Stored (and committed) when it returns.
+                offsets = await self._connection().run(lambda raw: _insert(raw, stored))
+                for row in stored:
+                    if not self._groups(row.topic):
+                        self._changed.add(row.topic)  # nobody reads it: kept to KEEP_UNCONSUMED
         # Still in row id order (nothing awaited since the lock was released): each pump of the
         # topic takes the message it would otherwise read back from the file, when it has read
         # everything before it.
-        for pump in self._readers.get(topic, ()):
-            pump.published(delivery)
-        self._tell_listeners(delivery)
+        ids = iter(offsets)
+        for row in rows:
+            if self._heard_only_topic(row.topic):
+                offset = self._heard_only[row.topic] = self._heard_only.get(row.topic, 0) + 1
+            else:
+                offset = next(ids)
+            delivery = Delivery(
+                row.topic, 0, offset, key=row.key, body=row.body, headers=row.headers
+            )
+            for pump in self._readers.get(row.topic, ()):
+                pump.published(delivery)
+            self._tell_listeners(delivery)
+
+    def _heard_only_topic(self, topic: str) -> bool:
+        return bool(self._listeners.get(topic)) and not self._groups(topic)
 
     def _tell_listeners(self, delivery: Delivery) -> None:
         # Outside the write lock (a listener never holds up other publishes), yet in row id
@@ -300,17 +342,44 @@ class InProcessBus:
         return int(rows[0][0]) if rows else 0
 
     async def _commit(self, group_id: str, topic: str, offset: int) -> None:
-        async with self._write:
-            await self._connection().run(
-                lambda raw: raw.execute(
-                    "INSERT INTO bus_offsets (group_id, topic, committed) VALUES (?, ?, ?)"
-                    " ON CONFLICT (group_id, topic) DO UPDATE SET committed = excluded.committed",
-                    (group_id, topic, offset),
-                )
+        """Write that ``group_id`` is done with ``topic`` up to ``offset``; return once it is
+        written. Every offset asked for within ``commit_interval`` is written together, in one
+        transaction (at once while the bus stops)."""
+        key = (group_id, topic)
+        self._offsets_due[key] = max(offset, self._offsets_due.get(key, 0))
+        written = self._offsets_written
+        if written is None:
+            written = self._offsets_written = asyncio.get_running_loop().create_future()
+            # Read here too: whoever waited for it may be gone (a stop cancels the pumps).
+            written.add_done_callback(lambda f: f.cancelled() or f.exception())
+            # Not a pump's: it must outlive the pump that asked first, for the others.
+            self._offset_writer = asyncio.create_task(
+                self._write_offsets(written), context=contextvars.Context()
             )
-            self._changed.add(topic)
-            self._commits_since_prune += 1
+        await asyncio.shield(written)
         await self._maybe_prune()
+
+    async def _write_offsets(self, written: asyncio.Future[None]) -> None:
+        try:
+            await wait_event(self._flush_offsets, self._commit_interval)
+            async with self._write:
+                # What is asked from now on goes into the next write.
+                due, self._offsets_due, self._offsets_written = self._offsets_due, {}, None
+                rows = [(group, topic, offset) for (group, topic), offset in due.items()]
+                await self._connection().run(
+                    lambda raw: transaction(raw, lambda t: t.executemany(_UPSERT_OFFSET, rows))
+                )
+                self._changed |= {topic for _, topic in due}
+                self._commits_since_prune += len(rows)
+        except BaseException as exc:
+            if self._offsets_written is written:  # failed before it took the offsets
+                self._offsets_written = None
+            # Each pump asks again for its own offset (``Pump._write_commits``).
+            written.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        written.set_result(None)
 
     async def _rows_above(self, topic: str, offset: int, count: int) -> list[Delivery]:
         """``topic``'s next ``count`` messages (at most) after ``offset``, oldest first."""
@@ -334,13 +403,35 @@ class InProcessBus:
         ]
 
 
-def _insert(raw: sqlite3.Connection, row: tuple[str, str | None, str, bytes]) -> int:
-    """Append one message; its row id is its offset."""
-    offset = raw.execute(
-        "INSERT INTO bus_messages (topic, key, headers, body) VALUES (?, ?, ?, ?)", row
-    ).lastrowid
-    assert offset is not None  # always set by an INSERT into a table with row ids
-    return offset
+class _Row(NamedTuple):
+    topic: str
+    key: str | None
+    headers: dict[str, str]
+    body: bytes
+
+
+_UPSERT_OFFSET = (
+    "INSERT INTO bus_offsets (group_id, topic, committed) VALUES (?, ?, ?)"
+    " ON CONFLICT (group_id, topic) DO UPDATE SET committed = excluded.committed"
+)
+_INSERT = "INSERT INTO bus_messages (topic, key, headers, body) VALUES (?, ?, ?, ?)"
+
+
+def _insert(raw: sqlite3.Connection, rows: Sequence[_Row]) -> list[int]:
+    """Append ``rows`` (one statement in autocommit mode, or one transaction for several); their
+    row ids are their offsets."""
+
+    def each(connection: sqlite3.Connection) -> list[int]:
+        offsets = []
+        for row in rows:
+            offset = connection.execute(
+                _INSERT, (row.topic, row.key, json.dumps(row.headers), row.body)
+            ).lastrowid
+            assert offset is not None  # always set by an INSERT into a table with row ids
+            offsets.append(offset)
+        return offsets
+
+    return each(raw) if len(rows) == 1 else transaction(raw, each)
 
 
 def _count_above(raw: sqlite3.Connection, *, topic: str, offset: int) -> int:

@@ -6,6 +6,7 @@ Internal to that bus."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -69,12 +70,17 @@ class Pump:
         self._committed = 0
         """The highest id written as committed."""
         self._committer: asyncio.Task[None] | None = None
+        self._context = contextvars.copy_context()
+        """Where handlers run (a copy each): the pump's own, never the context of whoever
+        published a message the pump took from it (its log bindings and span are not the
+        handler's, as on a message heard in another process)."""
         self._caught_up = False
         """Everything stored on the topic up to ``_fetched`` is in the window or done, and every
         message published since was handed over (``published``): the next one may be taken as
         it is published, without reading it back from the file."""
 
     async def run(self) -> None:
+        self._context = contextvars.copy_context()
         committed = await self._bus._committed(self._group_id, self._topic)
         self._fetched = self._to_commit = self._committed = committed
         try:
@@ -123,7 +129,7 @@ class Pump:
 
     def _start_ready(self) -> None:
         for held in self.window.start():
-            task = asyncio.create_task(self._handle(held))
+            task = asyncio.create_task(self._handle(held), context=self._context.copy())
             self._handlers.add(task)
             task.add_done_callback(self._handler_ended)
 

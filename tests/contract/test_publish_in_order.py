@@ -1,7 +1,8 @@
 """``publish_in_order`` (shared/bus.py): several messages a handler publishes together arrive
-all, each topic's in the order given, whether the publisher sends them as one batch (Kafka) or
-one by one (the in-process and direct buses). Observed with listeners, which the listener
-contract (test_bus_listeners.py) shows hear every message in publish order."""
+all, each topic's in the order given, whether the publisher sends them as one batch (Kafka: one
+produce request; the in-process bus: one transaction) or one by one (the direct bus). Observed
+with listeners, which the listener contract (test_bus_listeners.py) shows hear every message in
+publish order."""
 
 from __future__ import annotations
 
@@ -74,7 +75,7 @@ async def test_messages_published_together_arrive_all_in_order_per_topic(
         bus.add_listener(first, listener)
         bus.add_listener(second, listener)
         publisher: EventPublisher = bus.publisher if isinstance(bus, KafkaBus) else bus
-        assert isinstance(publisher, BatchPublisher) == isinstance(bus, KafkaBus)
+        assert isinstance(publisher, BatchPublisher) == isinstance(bus, KafkaBus | InProcessBus)
         if isinstance(bus, KafkaBus | InProcessBus):
             await bus.start()
         try:
