@@ -217,6 +217,8 @@ def _embedded_only(session: Session, out: Path | None) -> None:
             f"{name}: {throughput['per_second']}/s, {throughput['cpu_ms_per_execution']} ms CPU"
             f" per execution; p50 ms at {figure['latency']['rate_per_second']}/s: {p50}"
         )
+    same = result["summary"]["throughput_at_the_same_load"]
+    print(f"the same load on both ({same['offered']}): {json.dumps(same)}")
     for t in result["summary"]["targets"]:
         print(f"{t['name']}: {t['measured']} (goal {t['goal']}, met {t['met']})")
     log(f"wrote {path} (and its .raw.json)")

@@ -4,6 +4,7 @@ results page regenerated from the summary."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import os
@@ -18,6 +19,7 @@ from bench import (
     concurrency_figure,
     figures,
     goals,
+    hdr,
     history_figure,
     idle_streams,
     machine,
@@ -273,7 +275,11 @@ async def _profile(
     }
 
 
-async def _embedded(mode: Mode, workdir: Path, raw: list[Any]) -> dict[str, Any]:
+async def _embedded(
+    mode: Mode, workdir: Path, raw: list[Any], *, at_peer_load: bool = False
+) -> dict[str, Any]:
+    """The embedded figure; ``at_peer_load`` (``--embedded-only``): its saturation offered the
+    peers' load as well (``figures.peer``'s: ten times the rate, ``peer_saturation_count``)."""
     target = Embedded(workdir=workdir, poll_interval=EMBEDDED_POLL_SECONDS)
     out: dict[str, Any] = {"poll_interval_seconds": EMBEDDED_POLL_SECONDS}
     try:
@@ -284,6 +290,19 @@ async def _embedded(mode: Mode, workdir: Path, raw: list[Any]) -> dict[str, Any]
         out["throughput"] = await figures.saturation(target, mode, {}, raw, "embedded")
         rate = (out["throughput"]["per_second"] or 1.0) / 2
         out["latency"] = await figures.latency(target, mode, rate, {}, raw, "embedded")
+        if at_peer_load:
+            peer_load = dataclasses.replace(
+                mode,
+                saturation_rate=mode.saturation_rate * 10,
+                saturation_count=mode.peer_saturation_count,
+            )
+            log(
+                f"embedded saturation at the peers' load, {peer_load.saturation_rate:g}/s x"
+                f" {peer_load.saturation_count}"
+            )
+            out["throughput_at_peer_load"] = await figures.saturation(
+                target, peer_load, {}, raw, "embedded-at-peer-load"
+            )
     finally:
         target.stop()
     return out
@@ -419,6 +438,30 @@ EMBEDDED_TARGETS = "embedded "
 """The targets ``--embedded-only`` measures: the ones whose name starts so."""
 
 
+def _same_load(mode: Mode, ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, Any]:
+    """Embedded and DBOS on SQLite offered the same load: the steady rate (the page's, which a
+    burst's completions bunching together raise) and the overall one (completions over the
+    time from the first arrival to the last completion), medians over the runs."""
+
+    def overall(figure: dict[str, Any]) -> float | None:
+        return hdr.median_of(r.get("overall_per_second") for r in figure.get("runs", []))
+
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return round(a / b, 3) if a is not None and b else None
+
+    figures_of = {"embedded": ours, "dbos-sqlite": theirs}
+    out: dict[str, Any] = {
+        "offered": f"{mode.saturation_rate * 10:g}/s x {mode.peer_saturation_count}",
+        **{
+            name: {"steady_per_second": f.get("per_second"), "overall_per_second": overall(f)}
+            for name, f in figures_of.items()
+        },
+    }
+    for measure in ("steady_per_second", "overall_per_second"):
+        out[f"ratio_{measure}"] = ratio(out["embedded"][measure], out["dbos-sqlite"][measure])
+    return out
+
+
 async def measure_embedded(mode: Mode, *, mongodb: str, workdir: Path) -> dict[str, Any]:
     """The embedded figure and its DBOS-on-SQLite peer alone, in one run (``python -m bench
     --embedded-only``), and the two targets that hold one against the other; and the raw
@@ -433,7 +476,7 @@ async def measure_embedded(mode: Mode, *, mongodb: str, workdir: Path) -> dict[s
         "machine": machine.describe(REPO / ".infra"),
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    embedded = await _embedded(mode, workdir / "embedded", raw)
+    embedded = await _embedded(mode, workdir / "embedded", raw, at_peer_load=True)
     rate = embedded["latency"]["rate_per_second"]
     log(f"figure 5: peer dbos-sqlite (latency at {rate:.2f}/s, the embedded one's rate)")
     peer = await figures.peer("dbos-sqlite", mode, rate, workdir / "peers", mongodb, raw)
@@ -442,6 +485,11 @@ async def measure_embedded(mode: Mode, *, mongodb: str, workdir: Path) -> dict[s
     summary["targets"] = [
         t for t in goals.evaluate(figures_out) if t["name"].startswith(EMBEDDED_TARGETS)
     ]
+    # The page's throughput target offers the embedded mode the saturation load (quick: 20/s x
+    # 10) and the peer ten times the rate (200/s x 40): the same load on both, beside it.
+    summary["throughput_at_the_same_load"] = _same_load(
+        mode, embedded["throughput_at_peer_load"], peer["throughput"]
+    )
     summary["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     return {"summary": summary, "raw": raw}
 

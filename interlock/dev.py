@@ -133,7 +133,9 @@ async def embedded(settings: DevSettings) -> AsyncIterator[Wiring]:
             LoopSqliteSaver.open(data / "checkpoints.sqlite")
         )
         make_private(data / "bus.sqlite")
-        bus = InProcessBus(data / "bus.sqlite")
+        # Offsets written as often as the Kafka consumers commit theirs.
+        commit_interval = settings.consumer_commit_interval_ms / 1000
+        bus = InProcessBus(data / "bus.sqlite", commit_interval_seconds=commit_interval)
         yield Wiring(bus=bus, publisher=bus, store=store, checkpointer=checkpointer)
 
 
