@@ -276,6 +276,11 @@ class ResumeCommand(BaseModel):
 # --- inputs from the outside world (gateway or any producer) ---------------------------------
 
 
+MAX_STORED_AS_CHARS = 16_384
+"""The largest execution an ``execution.requested`` carries (``stored_as``): a request with a
+large input would otherwise near the broker's message limit with its input twice."""
+
+
 class ExecutionRequested(ExecutionScope):
     type: Literal["execution.requested"] = "execution.requested"
     version: Literal[1] = 1
@@ -289,6 +294,13 @@ class ExecutionRequested(ExecutionScope):
     """Who asked, for separation of duties: ``person:<email>`` or ``key:<key id>`` (see
     shared/domain/principals.py). None: an outside producer, known only by ``requested_by``.
     Left out when None, so consumers of an older version read what older producers sent."""
+    stored_as: str | None = Field(
+        default=None, max_length=MAX_STORED_AS_CHARS, exclude_if=lambda v: v is None
+    )
+    """The execution as the gateway stored it (its JSON), so the orchestrator applies the
+    request to it without reading it back; the compare-and-set still tells if it is not the
+    newest version. Believed only from a gateway (its signature), and left out when the
+    execution is large (the orchestrator then reads it) or by older gateways."""
 
 
 class DecisionSubmitted(ExecutionScope):

@@ -41,6 +41,7 @@ from shared.domain.judging import approval_of, approvals_required, approving, ch
 from shared.domain.principals import Reviewer
 from shared.domain.threads import execution_id_for, turn_execution_id
 from shared.events import (
+    MAX_STORED_AS_CHARS,
     AgentInput,
     CancelRequested,
     DecisionSubmitted,
@@ -158,8 +159,9 @@ class Intake:
                     return execution  # abandoned already: the client invokes anew
             try:
                 await self._publisher.publish(
-                    event, self._topics.requested, key=execution_id, headers=headers
-                )
+                    carrying(event, execution), self._topics.requested, key=execution_id,
+                    headers=headers,
+                )  # fmt: skip
             except Exception:
                 # The client is answered 503 and retries; if it never does, the orchestrator
                 # abandons the execution (services/orchestrator/abandoned.py).
@@ -386,3 +388,12 @@ class Intake:
         return await self._store.approvals.list(
             execution.execution_id, execution.suspension.suspension_id
         )
+
+
+def carrying(event: ExecutionRequested, execution: Execution) -> ExecutionRequested:
+    """``event`` with the execution as stored, when it is small enough to carry: the
+    orchestrator then starts it without reading it back."""
+    stored = execution.model_dump_json()
+    if len(stored) > MAX_STORED_AS_CHARS:
+        return event
+    return event.model_copy(update={"stored_as": stored})

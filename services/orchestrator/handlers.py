@@ -78,11 +78,28 @@ def requested_as(event: ExecutionRequested, sender: Sender) -> ExecutionRequeste
     (the label it gives is kept, as a label) for a request nobody signed."""
     if isinstance(sender, GatewaySender):
         return event
+    # What the request says was stored is a gateway's word only.
     if isinstance(sender, ProducerSender):
         return event.model_copy(
-            update={"requested_by": sender.label, "requester_identity": sender.identity}
+            update={
+                "requested_by": sender.label,
+                "requester_identity": sender.identity,
+                "stored_as": None,
+            }
         )
-    return event.model_copy(update={"requester_identity": None})
+    return event.model_copy(update={"requester_identity": None, "stored_as": None})
+
+
+def stored_by_gateway(event: ExecutionRequested) -> Execution | None:
+    """The execution a (gateway's) request carries as the gateway stored it, if it carries this
+    one (``requested_as`` has dropped what any other sender said was stored)."""
+    if event.stored_as is None:
+        return None
+    carried = Execution.model_validate_json(event.stored_as)
+    scope = (carried.execution_id, carried.project_id, carried.workspace_id)
+    if scope != (event.execution_id, event.project_id, event.workspace_id):
+        return None
+    return carried
 
 
 def with_input(outcome: sm.Outcome, given: AgentInput) -> sm.Outcome:
@@ -253,6 +270,9 @@ class Orchestrator:
         known = self._known.get(event.execution_id)
         if known is not None:
             return known, False
+        carried = stored_by_gateway(event)
+        if carried is not None:
+            return carried, False  # as a copy: the compare-and-set tells if it is the newest
         # Any version will do (min_epoch=0): the compare-and-set tells if it is not the newest.
         found = await self._store.executions.get(event.project_id, event.execution_id, min_epoch=0)
         if found is not None:

@@ -39,6 +39,7 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "events"
 EXPECTED: dict[str, type[BaseModel]] = {
     "execution.requested.v1.json": ExecutionRequested,
     "execution.requested.v1.requester-identity.json": ExecutionRequested,
+    "execution.requested.v1.stored-as.json": ExecutionRequested,
     "decision.submitted.v1.json": DecisionSubmitted,
     "decision.submitted.v1.actions.json": DecisionSubmitted,
     "decision.submitted.v1.discounted-approvers.json": DecisionSubmitted,
@@ -47,6 +48,7 @@ EXPECTED: dict[str, type[BaseModel]] = {
     "thread.delete_requested.v1.json": ThreadDeleteRequested,
     "execution.dispatched.v1.start.json": ExecutionDispatched,
     "execution.dispatched.v1.resume.json": ExecutionDispatched,
+    "execution.dispatched.v1.versioned.json": ExecutionDispatched,
     "execution.suspended.v1.json": ExecutionSuspended,
     "execution.suspended.v1.values.json": ExecutionSuspended,
     "execution.reported.v1.started.json": ExecutionReported,

@@ -18,6 +18,7 @@ from shared.events import (
     ExecutionReported,
     ReportOutcome,
 )
+from shared.senders import Unverified
 from shared.settings import CommonSettings
 from shared.store.memory import InMemoryExecutionStore, InMemoryStore
 from shared.store.ports import Claim
@@ -106,6 +107,38 @@ async def test_a_whole_execution_reads_the_store_once() -> None:
     done = await stored(store)
     assert (done.status, done.version) == (ExecutionStatus.COMPLETED, 7)
     assert publisher.dispatches == [("start", 1), ("resume", 2)]
+
+
+async def test_a_request_that_carries_its_stored_execution_is_started_without_a_read() -> None:
+    """The gateway's request carries the execution as it stored it (``stored_as``): nothing is
+    read; should it not be the newest, its compare-and-set loses and the newest is read."""
+    store, executions = counting_store()
+    orchestrator = replica(store)
+    created, _ = await store.executions.create(f.pending("exec-1"))  # the gateway's
+    executions.reads.clear()
+    carrying = f.requested("exec-1").model_copy(update={"stored_as": created.model_dump_json()})
+    await orchestrator.on_requested(carrying, f.GATEWAY)
+    assert executions.reads == []
+    assert (await stored(store)).epoch == 1
+
+    # A copy that is no longer the newest (a retry of the request after it started): its
+    # compare-and-set loses, the newest is read, and nothing starts twice.
+    again = replica(store)
+    await again.on_requested(carrying, f.GATEWAY)
+    assert executions.reads == ["get"]
+    assert (await stored(store)).version == 2
+
+
+async def test_what_an_outside_producer_says_was_stored_is_not_believed() -> None:
+    store, executions = counting_store()
+    created, _ = await store.executions.create(f.pending("exec-1"))
+    forged = created.model_copy(update={"requested_by": "someone else", "agent": "outreach"})
+    claim = f.requested("exec-1").model_copy(update={"stored_as": forged.model_dump_json()})
+    executions.reads.clear()
+    await replica(store).on_requested(claim, Unverified("no signature"))
+    assert executions.reads == ["any"]  # the store was asked instead
+    started = await stored(store)
+    assert started.epoch == 1 and started.agent == "refund-approval"
 
 
 async def test_a_copy_out_of_date_loses_its_write_and_the_event_applies_to_the_newest() -> None:
