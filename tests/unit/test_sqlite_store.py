@@ -16,6 +16,7 @@ from shared.errors import RetryableError
 from shared.store.api_keys import Role, authenticate, create_key
 from shared.store.ports import StepRecord
 from shared.store.sqlite import SqliteStore
+from shared.store.sqlite.executions import Parsed
 from tests import factories as f
 
 OpenStores = Callable[[int], AbstractAsyncContextManager[list[SqliteStore]]]
@@ -105,3 +106,38 @@ async def test_a_database_locked_for_too_long_is_a_retryable_error(tmp_path: Pat
     finally:
         holder.close()
         await store.close()
+
+
+def test_a_stored_text_is_parsed_once_and_kept_by_recent_use() -> None:
+    parsed = Parsed(kept=2)
+    first = f.pending("exec-parsed-1").model_copy(update={"version": 1})
+    text = first.model_dump_json()
+    assert parsed(text) == first
+    assert parsed(text) is parsed(text)  # the second read is the first one's instance
+    second = first.model_copy(update={"version": 2, "status": ExecutionStatus.RUNNING})
+    assert parsed(second.model_dump_json()).version == 2  # another text, another execution
+    kept = parsed(text)
+    parsed(f.pending("exec-parsed-2").model_dump_json())  # the oldest (version 2) goes
+    assert parsed(text) is kept
+
+
+async def test_reads_of_an_unchanged_execution_answer_what_was_written(
+    open_stores: OpenStores,
+) -> None:
+    async with open_stores(2) as [writer, reader]:
+        created, _ = await writer.executions.create(f.pending("exec-reread"))
+        running = created.model_copy(update={"status": ExecutionStatus.RUNNING})
+        stored = await writer.executions.replace(created, running)
+        assert stored is not None
+        assert await writer.executions.get("proj-1", "exec-reread") is stored
+        # Another connection's store parses what the writer stored, and keeps it.
+        read = await reader.executions.get("proj-1", "exec-reread")
+        assert read == stored
+        assert await reader.executions.get("proj-1", "exec-reread") is read
+        page = await reader.executions.list("proj-1", stored.workspace_id)
+        assert page.items == [read] and page.items[0] is read
+        # A later version is read as itself, never answered from the one kept.
+        ended = stored.model_copy(update={"status": ExecutionStatus.COMPLETED})
+        assert await writer.executions.replace(stored, ended) is not None
+        latest = await reader.executions.get("proj-1", "exec-reread")
+        assert latest is not None and latest.status is ExecutionStatus.COMPLETED

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from datetime import datetime
 
 from shared.domain.execution import Execution, ExecutionStatus, next_deadline, undelivered
@@ -32,6 +33,38 @@ CREATE TABLE IF NOT EXISTS decision_claims (
 """
 
 
+PARSED_KEPT = 1_000
+"""Executions kept parsed (``Parsed``): a list page of 200 and every execution in flight."""
+
+
+class Parsed:
+    """Executions by the JSON they are stored as, the most recently used kept: parsing one
+    (pydantic, a few KB) costs tens of microseconds, and the same unchanged executions are read
+    again and again (a client polling a list, each hop of an execution reading the version the
+    one before wrote). A stored JSON text is one version of one execution, whoever wrote it, so
+    the text is the key: no version can be answered for another. Executions are frozen, and the
+    in-memory store hands out its instances the same way."""
+
+    def __init__(self, kept: int = PARSED_KEPT) -> None:
+        self._kept = kept
+        self._items: OrderedDict[str, Execution] = OrderedDict()
+
+    def __call__(self, body: str) -> Execution:
+        found = self._items.get(body)
+        if found is not None:
+            self._items.move_to_end(body)
+            return found
+        execution = Execution.model_validate_json(body)
+        self.remember(body, execution)
+        return execution
+
+    def remember(self, body: str, execution: Execution) -> None:
+        self._items[body] = execution
+        self._items.move_to_end(body)
+        if len(self._items) > self._kept:
+            self._items.popitem(last=False)
+
+
 def _row(execution: Execution) -> tuple[str, str, str, str, int, str, str]:
     """execution_id, project_id, workspace_id, status, version, created_key, body."""
     return (
@@ -56,16 +89,19 @@ class SqliteExecutionStore:
 
     def __init__(self, database: Database) -> None:
         self._db = database
+        self._parsed = Parsed()
 
     async def create(self, execution: Execution) -> tuple[Execution, bool]:
         first = execution.model_copy(update={"version": 1})
+        values = _row(first)
         inserted = await self._db.execute(
             "INSERT INTO executions (execution_id, project_id, workspace_id, status, version,"
             " created_key, body) VALUES (?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (execution_id) DO NOTHING",
-            _row(first),
+            values,
         )
         if inserted:
+            self._parsed.remember(values[-1], first)
             return first, True
         # Executions are never deleted, so the one that was in the way is still there.
         row = await self._db.fetch_one(
@@ -73,7 +109,7 @@ class SqliteExecutionStore:
         )
         if row is None:
             raise RuntimeError(f"execution {execution.execution_id} vanished after a conflict")
-        return Execution.model_validate_json(row["body"]), False
+        return self._parsed(row["body"]), False
 
     async def get(
         self, project_id: str, execution_id: str, *, min_epoch: int | None = None
@@ -82,19 +118,23 @@ class SqliteExecutionStore:
             "SELECT body FROM executions WHERE execution_id = ? AND project_id = ?",
             (execution_id, project_id),
         )
-        return Execution.model_validate_json(row["body"]) if row is not None else None
+        return self._parsed(row["body"]) if row is not None else None
 
     async def replace(self, current: Execution, successor: Execution) -> Execution | None:
         if successor.execution_id != current.execution_id:
             raise ValueError("a successor must be of the same execution")
         stored = successor.model_copy(update={"version": current.version + 1})
-        execution_id, *columns = _row(stored)
+        values = _row(stored)
+        execution_id, *columns = values
         changed = await self._db.execute(
             "UPDATE executions SET project_id = ?, workspace_id = ?, status = ?, version = ?,"
             " created_key = ?, body = ? WHERE execution_id = ? AND version = ?",
             (*columns, execution_id, current.version),
         )
-        return stored if changed == 1 else None
+        if changed != 1:
+            return None
+        self._parsed.remember(values[-1], stored)
+        return stored
 
     async def compare_and_set(self, current: Execution, successor: Execution) -> Written | None:
         stored = await self.replace(current, successor)  # one statement: nothing follows it
@@ -117,7 +157,7 @@ class SqliteExecutionStore:
         )
         due = []
         for row in rows:
-            execution = Execution.model_validate_json(row["body"])
+            execution = self._parsed(row["body"])
             at = next_deadline(execution)
             if at is not None and at <= now:
                 due.append((at, execution))
@@ -128,7 +168,7 @@ class SqliteExecutionStore:
         rows = await self._db.fetch_all(
             "SELECT body FROM executions WHERE status = ?", (ExecutionStatus.PENDING.value,)
         )
-        pending = [Execution.model_validate_json(row["body"]) for row in rows]
+        pending = [self._parsed(row["body"]) for row in rows]
         return undelivered(pending, cutoff, limit)
 
     async def count_live_by_status(self) -> dict[ExecutionStatus, int]:
@@ -162,7 +202,7 @@ class SqliteExecutionStore:
             " ORDER BY created_key, execution_id LIMIT ?",
             (*params, limit + 1),
         )
-        items = [Execution.model_validate_json(row["body"]) for row in rows]
+        items = [self._parsed(row["body"]) for row in rows]
         page, more = items[:limit], len(items) > limit
         next_cursor = None
         if more and page:
