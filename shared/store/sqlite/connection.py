@@ -31,6 +31,8 @@ from typing import TypeVar
 
 from shared.errors import is_transient
 from shared.store.errors import StoreUnavailable
+from shared.store.sqlite import wal
+from shared.store.sqlite.wal import WalCheckpoints
 
 T = TypeVar("T")
 
@@ -75,13 +77,17 @@ def transaction(connection: sqlite3.Connection, work: Work[T]) -> T:
 class LoopConnection:
     """A sqlite3 connection in autocommit mode, used on the event loop's thread (``run``)."""
 
-    def __init__(self, connection: sqlite3.Connection, *, busy_timeout_ms: int) -> None:
+    def __init__(
+        self, connection: sqlite3.Connection, *, busy_timeout_ms: int, wal: WalCheckpoints
+    ) -> None:
         self.raw = connection
         """The connection itself, for work that ``run`` hands it (never used elsewhere)."""
         self._busy_timeout_ms = busy_timeout_ms
         self._aside: asyncio.Future[None] | None = None
         """Work waiting out another connection's lock on a worker thread: what comes after it
         waits for it."""
+        self._wal = wal
+        self._checkpointing = False
 
     @classmethod
     def open(cls, path: str | Path, *, busy_timeout_ms: int, pragmas: str = "") -> LoopConnection:
@@ -100,17 +106,24 @@ class LoopConnection:
         try:
             with busy_is_retryable():
                 connection.executescript(
-                    f"PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; {pragmas}"
+                    "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
+                    f" {wal.PRAGMAS} {pragmas}"
                 )
             connection.execute("PRAGMA busy_timeout = 0")
         except BaseException:
             connection.close()
             raise
-        return cls(connection, busy_timeout_ms=busy_timeout_ms)
+        checkpoints = wal.WalCheckpoints(
+            path, lambda: connection.total_changes, busy_timeout_ms=busy_timeout_ms
+        )
+        return cls(connection, busy_timeout_ms=busy_timeout_ms, wal=checkpoints)
 
     async def run(self, work: Work[T]) -> T:
         """Do ``work`` now, on this thread; if another connection holds the lock, on a worker
         thread that waits for it up to the busy timeout (``StoreUnavailable`` past it)."""
+        if not self._checkpointing:  # on the loop now: the WAL's checkpoints can start
+            self._checkpointing = True
+            self._wal.start()
         while self._aside is not None:
             # In order behind the work that waits (never cancelled by our cancellation: it runs
             # on, and the work after it must still wait for it).
@@ -149,6 +162,7 @@ class LoopConnection:
             self.raw.execute("PRAGMA busy_timeout = 0")
 
     async def close(self) -> None:
+        await self._wal.stop()
         while self._aside is not None:
             await asyncio.wait([self._aside])
-        self.raw.close()
+        self.raw.close()  # the file's last connection: it checkpoints what is left
