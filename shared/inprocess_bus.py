@@ -8,20 +8,24 @@ decoding, dead letters and retries) as the Kafka consumers do (issue 19): throug
 one at a time, those of different keys (different executions) concurrently. A message is
 delivered again until the consumer returns (it raises for what may succeed later). A publish
 returns once the message is stored, so what was in flight survives a restart of the process, as
-it would on Kafka. One partition per topic: order is per key, with concurrency across keys; a
-message with no key is a key of its own.
+it would on Kafka; ``publish_all`` stores several in one transaction. One partition per topic:
+order is per key, with concurrency across keys; a message with no key is a key of its own. The
+file is used on the event loop's thread (``shared/store/sqlite/connection.py``).
 
 Offsets. The ``committed`` column is the highest row id of the topic that the group is done
 with, and everything of the topic below it is done too: a pump commits below the oldest message
 it has not finished, never past it, so a crash (or ``stop()``, which cancels what is in flight)
 redelivers every unfinished message, and perhaps some finished above it, which the handlers'
 idempotency guards absorb. Commits are coalesced: one write in flight per pump, covering the
-newest point when it goes, not one write per message.
+newest point when it goes, and the offsets of every group written together, at most every
+``commit_interval_seconds`` (as the Kafka consumers commit), at once on ``stop()``.
 
 Back-pressure. A pump reads the rows above the highest it has fetched (on start, above the
 committed offset), no more than its window has room for (``max_held``: in flight or waiting
 behind their key), and stops reading while the window is full; it wakes on a publish to its
-topic and on a finished message that makes room, and otherwise sleeps.
+topic and on a finished message that makes room, and otherwise sleeps. A pump that has read
+everything before a message just published takes it from the publisher as it is stored
+(``Pump.published``) while its window has room, instead of reading it back.
 
 Listeners (``add_listener``, ``shared/bus.py``'s ``ListenerHost``): no group, no offset, no
 pump. ``publish_raw`` hands each message to every listener of its topic once it is stored, in
