@@ -207,7 +207,14 @@ def link_to(carrier: Mapping[str, Any] | None, relation: str) -> list[Link]:
 
 @contextmanager
 def publishing(topic: str, event_type: str, key: str, headers: dict[str, str]) -> Iterator[None]:
-    """A producer span around one publish; its context is written into ``headers``."""
+    """A producer span around one publish; its context is written into ``headers``. With
+    export off nobody sees a producer span: the current context (the handler's span) goes into
+    the headers instead, so the consumer's span is in the same trace (what its log lines need),
+    for none of a span's cost (20 us a message here, 21 messages an execution)."""
+    if not (_installed or _recording):
+        propagate.inject(headers)
+        yield
+        return
     with tracer().start_as_current_span(
         f"{topic} publish",
         kind=SpanKind.PRODUCER,
