@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 from pydantic_core import to_json
 
 from shared.domain.execution import AuditEntry, Execution, ExecutionStatus
@@ -57,10 +57,14 @@ class ExecutionChange(BaseModel):
     release before (the gateway then reads the store, as it did)."""
 
     def stored(self) -> Execution | None:
-        """The stored execution this change carries (None: read it from the store)."""
+        """The stored execution this change carries (None: read it from the store, as for one
+        that does not validate: a waiter then reads, it never fails on the message)."""
         if self.execution is None:
             return None
-        return Execution.model_validate({**self.execution, "audit": self.audit})
+        try:
+            return Execution.model_validate({**self.execution, "audit": self.audit})
+        except ValidationError:
+            return None
 
 
 class ProgressItem(BaseModel):

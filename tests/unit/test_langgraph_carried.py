@@ -74,6 +74,13 @@ def test_a_change_that_stops_nothing_carries_no_execution() -> None:
         assert heard.change is not None and heard.change.stored() is None
 
 
+def test_a_carried_execution_that_does_not_validate_is_left_to_the_store() -> None:
+    heard = through_the_bus(ExecutionActivity.changed(waiting()))
+    assert heard.change is not None and heard.change.execution is not None
+    broken = heard.change.model_copy(update={"execution": {**heard.change.execution, "epoch": "x"}})
+    assert broken.stored() is None
+
+
 def test_a_state_too_big_to_carry_is_left_to_the_store() -> None:
     big = waiting({"blob": "x" * (MAX_VIEW_BYTES + 1)})
     heard = through_the_bus(ExecutionActivity.changed(big))
