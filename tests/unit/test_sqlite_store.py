@@ -4,10 +4,13 @@ connection, and the services of ``interlock dev`` share it through separate conn
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -141,3 +144,33 @@ async def test_reads_of_an_unchanged_execution_answer_what_was_written(
         assert await writer.executions.replace(stored, ended) is not None
         latest = await reader.executions.get("proj-1", "exec-reread")
         assert latest is not None and latest.status is ExecutionStatus.COMPLETED
+
+
+async def test_the_sweeps_reads_by_status_seek_an_index_not_scan_every_execution(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """They run on the event loop every few seconds: a scan of every execution's row stops the
+    whole of ``interlock dev`` for as long as the history is long."""
+    ran: list[str] = []
+    connect = sqlite3.connect
+
+    def traced(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        opened: sqlite3.Connection = connect(*args, **kwargs)
+        opened.set_trace_callback(ran.append)  # each statement as run, its values in it
+        return opened
+
+    monkeypatch.setattr(sqlite3, "connect", traced)
+    store = await SqliteStore.open(tmp_path / "interlock.db")
+    try:
+        ran.clear()
+        await store.executions.due_deadlines(datetime.now(UTC))
+        await store.executions.undelivered_before(datetime.now(UTC))
+        await store.executions.count_live_by_status()
+    finally:
+        await store.close()
+    reads = [sql for sql in ran if sql.startswith("SELECT")]
+    assert len(reads) == 3, ran
+    with contextlib.closing(connect(tmp_path / "interlock.db")) as db:
+        for sql in reads:
+            plan = " ".join(str(row[-1]) for row in db.execute(f"EXPLAIN QUERY PLAN {sql}"))
+            assert "executions_by_status" in plan and "SCAN executions" not in plan, (sql, plan)

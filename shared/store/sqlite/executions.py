@@ -22,6 +22,9 @@ CREATE TABLE IF NOT EXISTS executions (
 );
 CREATE INDEX IF NOT EXISTS executions_by_scope_status_created
     ON executions (project_id, workspace_id, status, created_key, execution_id);
+-- The sweeps' and the gauges' reads by status alone (suspended, pending, the live ones): a
+-- seek, not a scan of every execution's row (20 ms at 10,000 executions, on the event loop).
+CREATE INDEX IF NOT EXISTS executions_by_status ON executions (status);
 
 CREATE TABLE IF NOT EXISTS decision_claims (
     execution_id TEXT NOT NULL,
