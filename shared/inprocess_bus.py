@@ -203,6 +203,10 @@ class InProcessBus:
         self._tasks = []
         self._pumps = {}
         self._readers = {}
+        if self._offset_writer is not None:
+            # Whatever offsets a cancelled committer left due are written before the file closes.
+            await asyncio.wait([self._offset_writer])
+            self._offset_writer = None
         self._flush_offsets.clear()
         if self._db is not None:
             await self.prune()
