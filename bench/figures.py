@@ -80,12 +80,14 @@ async def saturation(
     target: Target, mode: Mode, extra_pids: dict[str, int], raw: Raw, label: str
 ) -> dict[str, Any]:
     """Figure 1: arrivals offered far above capacity; the steady completion rate is the
-    saturated throughput."""
+    saturated throughput. Every system is offered the same load, the peers' (``peer``): at the
+    mode's own rate a system faster than it (the embedded mode, at 20 a second in quick mode)
+    could never show more than that rate."""
+    rate, count = saturation_load(mode)
     runs = []
     for index in range(mode.runs):
         run = await one_run(
-            target, rate=mode.saturation_rate, count=mode.saturation_count,
-            message="bench", mode=mode, extra_pids=extra_pids,
+            target, rate=rate, count=count, message="bench", mode=mode, extra_pids=extra_pids,
         )  # fmt: skip
         runs.append(run_summary(run))
         raw.append({"figure": "throughput", "target": label, "index": index, **run.raw()})
@@ -248,15 +250,20 @@ async def idle(target: Target, mode: Mode, rate: float, raw: Raw) -> dict[str, A
     }
 
 
+def saturation_load(mode: Mode) -> tuple[float, int]:
+    """The arrivals (a second) and executions of every saturation run, Interlock's and the
+    peers' alike."""
+    return mode.saturation_rate * 10, mode.peer_saturation_count
+
+
 async def peer(
     kind: str, mode: Mode, rate: float | None, workdir: Path, mongodb: str, raw: Raw
 ) -> dict[str, Any]:
     """Figure 5: a peer's saturation and latency runs, each in a fresh process."""
+    rate_offered, count_offered = saturation_load(mode)
     runs = []
     for index in range(mode.runs):
-        data = await _peer_process(
-            kind, mode.saturation_rate * 10, mode.peer_saturation_count, mode, workdir, mongodb
-        )
+        data = await _peer_process(kind, rate_offered, count_offered, mode, workdir, mongodb)
         raw.append({"figure": "peer-throughput", "peer": kind, "index": index, **data})
         executions = [Execution(**e) for e in data["executions"]]
         completed = sum(1 for e in executions if e.status == "completed")

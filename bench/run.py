@@ -4,7 +4,6 @@ results page regenerated from the summary."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import math
 import os
@@ -275,11 +274,8 @@ async def _profile(
     }
 
 
-async def _embedded(
-    mode: Mode, workdir: Path, raw: list[Any], *, at_peer_load: bool = False
-) -> dict[str, Any]:
-    """The embedded figure; ``at_peer_load`` (``--embedded-only``): its saturation offered the
-    peers' load as well (``figures.peer``'s: ten times the rate, ``peer_saturation_count``)."""
+async def _embedded(mode: Mode, workdir: Path, raw: list[Any]) -> dict[str, Any]:
+    """The embedded figure: its saturation offered the peers' load (``figures.saturation``)."""
     target = Embedded(workdir=workdir, poll_interval=EMBEDDED_POLL_SECONDS)
     out: dict[str, Any] = {"poll_interval_seconds": EMBEDDED_POLL_SECONDS}
     try:
@@ -290,19 +286,6 @@ async def _embedded(
         out["throughput"] = await figures.saturation(target, mode, {}, raw, "embedded")
         rate = (out["throughput"]["per_second"] or 1.0) / 2
         out["latency"] = await figures.latency(target, mode, rate, {}, raw, "embedded")
-        if at_peer_load:
-            peer_load = dataclasses.replace(
-                mode,
-                saturation_rate=mode.saturation_rate * 10,
-                saturation_count=mode.peer_saturation_count,
-            )
-            log(
-                f"embedded saturation at the peers' load, {peer_load.saturation_rate:g}/s x"
-                f" {peer_load.saturation_count}"
-            )
-            out["throughput_at_peer_load"] = await figures.saturation(
-                target, peer_load, {}, raw, "embedded-at-peer-load"
-            )
     finally:
         target.stop()
     return out
@@ -451,7 +434,7 @@ def _same_load(mode: Mode, ours: dict[str, Any], theirs: dict[str, Any]) -> dict
 
     figures_of = {"embedded": ours, "dbos-sqlite": theirs}
     out: dict[str, Any] = {
-        "offered": f"{mode.saturation_rate * 10:g}/s x {mode.peer_saturation_count}",
+        "offered": "{:g}/s x {}".format(*figures.saturation_load(mode)),
         **{
             name: {"steady_per_second": f.get("per_second"), "overall_per_second": overall(f)}
             for name, f in figures_of.items()
@@ -476,7 +459,7 @@ async def measure_embedded(mode: Mode, *, mongodb: str, workdir: Path) -> dict[s
         "machine": machine.describe(REPO / ".infra"),
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    embedded = await _embedded(mode, workdir / "embedded", raw, at_peer_load=True)
+    embedded = await _embedded(mode, workdir / "embedded", raw)
     rate = embedded["latency"]["rate_per_second"]
     log(f"figure 5: peer dbos-sqlite (latency at {rate:.2f}/s, the embedded one's rate)")
     peer = await figures.peer("dbos-sqlite", mode, rate, workdir / "peers", mongodb, raw)
@@ -485,10 +468,9 @@ async def measure_embedded(mode: Mode, *, mongodb: str, workdir: Path) -> dict[s
     summary["targets"] = [
         t for t in goals.evaluate(figures_out) if t["name"].startswith(EMBEDDED_TARGETS)
     ]
-    # The page's throughput target offers the embedded mode the saturation load (quick: 20/s x
-    # 10) and the peer ten times the rate (200/s x 40): the same load on both, beside it.
+    # Both offered the same load (figures.saturation_load): the steady rates and the overall.
     summary["throughput_at_the_same_load"] = _same_load(
-        mode, embedded["throughput_at_peer_load"], peer["throughput"]
+        mode, embedded["throughput"], peer["throughput"]
     )
     summary["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     return {"summary": summary, "raw": raw}
