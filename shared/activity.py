@@ -130,8 +130,19 @@ class ExecutionActivity(EventModel):
 
 
 def decode_activity(raw: bytes) -> ExecutionActivity:
-    """Parse one ``execution.activity`` message (``EventDecodeError`` with the reason)."""
-    return decode_event(raw, (ExecutionActivity,))
+    """Parse one ``execution.activity`` message (``EventDecodeError`` with the reason).
+
+    A gateway decodes every message its waits and streams watch, several per execution: the
+    bytes go to pydantic's own JSON parser at once (about half the time of ``json.loads`` and
+    a validation after it). Whatever that refuses, or a message without its ``event_id``, is
+    decoded again the general way, which says why."""
+    try:
+        activity = ExecutionActivity.model_validate_json(raw)
+    except ValidationError:
+        activity = None
+    if activity is None or "event_id" not in activity.model_fields_set:
+        return decode_event(raw, (ExecutionActivity,))
+    return activity
 
 
 def stops_a_run(status: ExecutionStatus) -> bool:

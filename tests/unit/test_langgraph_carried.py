@@ -6,7 +6,10 @@ to the store: nothing a client sees changes."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+import pytest
 
 from services.gateway.feed import ExecutionFeed, Watch
 from services.gateway.langgraph.carried import advanced
@@ -15,7 +18,7 @@ from services.gateway.stream import StreamBounds
 from shared.activity import MAX_VIEW_BYTES, ExecutionActivity, decode_activity
 from shared.bus import Delivery
 from shared.domain.execution import Execution, ExecutionStatus
-from shared.events import encode_event
+from shared.events import EventDecodeError, decode_event, encode_event
 from shared.store.memory.api_keys import InMemoryApiKeys
 from shared.store.progress import ProgressEntry
 from tests.factories import SCOPE, pending, suspended
@@ -162,3 +165,19 @@ async def test_a_wait_reads_the_store_when_the_change_carries_nothing() -> None:
     announced = [without_execution(ExecutionActivity.changed(stopped))]
     assert await wait_hearing(intake, announced, epoch=1) == stopped
     assert intake.reads == 1
+
+
+# --- decoding -------------------------------------------------------------------------------
+
+
+def test_a_message_decodes_as_the_general_decoder_decodes_it() -> None:
+    raw = encode_event(ExecutionActivity.changed(waiting()))
+    assert decode_activity(raw) == decode_event(raw, (ExecutionActivity,))
+
+
+def test_a_message_without_its_event_id_is_refused_with_the_reason() -> None:
+    """pydantic's parser would give it a generated id (different on every redelivery)."""
+    data = json.loads(encode_event(ExecutionActivity.changed(waiting())))
+    del data["event_id"]
+    with pytest.raises(EventDecodeError, match="event_id"):
+        decode_activity(json.dumps(data).encode())
