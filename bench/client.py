@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -70,5 +73,31 @@ class BenchClient:
             if not cursor:
                 return ids
 
+    @contextlib.asynccontextmanager
+    async def changes(self) -> AsyncIterator[AsyncIterator[tuple[str, str]]]:
+        """The workspace's changes as the gateway pushes them (``GET .../changes``, server-sent
+        events), as (execution id, status): open once the block is entered."""
+        async with self._http.stream(
+            "GET",
+            f"/api/v1/projects/{self.project}/changes",
+            params={"workspace_id": self.workspace},
+            timeout=httpx.Timeout(120, read=None),
+        ) as response:
+            response.raise_for_status()
+            yield _changes_in(response.aiter_lines())
+
     async def aclose(self) -> None:
         await self._http.aclose()
+
+
+async def _changes_in(lines: AsyncIterator[str]) -> AsyncIterator[tuple[str, str]]:
+    """(execution id, status) of each ``change`` event of a server-sent events stream."""
+    event = None
+    async for line in lines:
+        if line.startswith("event:"):
+            event = line.partition(":")[2].strip()
+        elif line.startswith("data:") and event == "change":
+            view = json.loads(line.partition(":")[2])
+            yield str(view["execution_id"]), str(view["status"])
+        elif not line:
+            event = None

@@ -95,10 +95,15 @@ async def saturation(
 
 
 def median_throughput(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    steady = [r.get("steady_per_second") or r.get("overall_per_second") for r in runs]
+    """The median over runs of each run's overall rate: its completions over the time from its
+    first arrival to its last completion. A saturation run offers a burst (quick mode: 40
+    arrivals in 0.2 s), whose completions bunch together: the rate over the middle 80% of them
+    (each run's ``steady_per_second``, kept) then measured the bunching, not the system (the
+    embedded mode: 774 to 938/s that way, 16 to 21/s overall, in three runs)."""
+    overall = [r.get("overall_per_second") for r in runs]
     return {
         "runs": runs,
-        "per_second": hdr.median_of(steady),
+        "per_second": hdr.median_of(overall),
         "cpu_ms_per_execution": hdr.median_of(r.get("cpu_ms_per_execution") for r in runs),
         "store_cpu_ms_per_execution": hdr.median_of(
             r.get("store_cpu_ms_per_execution") for r in runs

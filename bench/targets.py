@@ -18,7 +18,7 @@ from bson.raw_bson import RawBSONDocument
 from pymongo import AsyncMongoClient
 
 from bench.client import BenchClient
-from bench.watchers import KafkaStatusWatcher, PollingWatcher, Watcher
+from bench.watchers import ChangesWatcher, KafkaStatusWatcher, Watcher
 from tests.e2e.cluster import REPO, Cluster
 from tests.ports import free_port
 
@@ -163,11 +163,10 @@ class Embedded:
     name = "embedded"
     DEV_KEY = "ilk_00000000000000de_development-key-not-for-production-use-000"
 
-    def __init__(self, *, workdir: Path, poll_interval: float) -> None:
+    def __init__(self, *, workdir: Path) -> None:
         self.workdir = workdir
         self.data = workdir / "data"
         self.port = free_port()
-        self.poll_interval = poll_interval
         self.process: subprocess.Popen[bytes] | None = None
 
     async def start(self) -> None:
@@ -205,13 +204,13 @@ class Embedded:
             )
 
     def client(self) -> BenchClient:
-        # A workspace per run: the polling watcher lists it, so a list is as long as the run.
+        # A workspace per run: the watcher follows it (and lists it after a reconnect).
         workspace = f"{WORKSPACE}-{uuid.uuid4().hex[:8]}"
         base = f"http://127.0.0.1:{self.port}"
         return BenchClient(base, self.DEV_KEY, project="demo", workspace=workspace)
 
     def watcher(self, client: BenchClient) -> Watcher:
-        return PollingWatcher(client, interval=self.poll_interval)
+        return ChangesWatcher(client)
 
     def pids(self) -> dict[str, int]:
         alive = self.process is not None and self.process.poll() is None

@@ -2,10 +2,11 @@
 
 - ``KafkaStatusWatcher``: reads ``execution.status``, the orchestrator's public topic of every
   transition, as any outside system may. Exact and free for the services.
-- ``PollingWatcher``: the embedded mode has no broker to read from outside, so it lists the
-  run's workspace by status through the HTTP API (each run has a workspace of its own, so a
-  list is as long as the run). Its resolution is its interval, and its requests are load on
-  the one process: the results page says so.
+- ``ChangesWatcher``: the embedded mode has no broker to read from outside, so it follows the
+  run's workspace on the gateway's push feed (``GET .../changes``), as the review page does:
+  each change as it happens, and no request per look.
+  The feed replays nothing: after its stream reopens, the run's workspace (each run has one of
+  its own) is listed once by status to catch up.
 """
 
 from __future__ import annotations
@@ -89,34 +90,53 @@ def _status_of(value: bytes | None) -> tuple[str, str] | None:
         return None
 
 
-class PollingWatcher:
-    def __init__(self, client: BenchClient, *, interval: float) -> None:
+class ChangesWatcher:
+    """Follows the workspace on the gateway's push feed. The feed replays nothing, so a stream
+    that closes (its lifetime, a fall behind) is opened again and the workspace listed once to
+    catch up with what happened meanwhile."""
+
+    def __init__(self, client: BenchClient) -> None:
         self._client = client
-        self._interval = interval
-        self._following: set[str] = set()
         self._seen: set[tuple[str, str]] = set()
         self._task: asyncio.Task[None] | None = None
 
     async def start(self, on_status: OnStatus) -> None:
-        self._task = asyncio.create_task(self._run(on_status))
+        opened = asyncio.get_running_loop().create_future()
+        self._task = asyncio.create_task(self._run(on_status, opened))
+        await opened  # the stream is open before any load starts
 
     def approved(self, execution_id: str) -> None:
-        self._following.add(execution_id)
+        pass  # every change of the workspace is pushed anyway
 
-    async def _run(self, on_status: OnStatus) -> None:
+    def _saw(self, on_status: OnStatus, execution_id: str, status: str) -> None:
+        if (execution_id, status) not in self._seen:
+            self._seen.add((execution_id, status))
+            on_status(execution_id, status, time.time())
+
+    async def _run(self, on_status: OnStatus, opened: asyncio.Future[None]) -> None:
+        try:
+            await self._follow(on_status, opened)
+        except BaseException as exc:
+            if not opened.done():  # start() is told, rather than waiting for ever
+                opened.set_exception(exc)
+            raise
+
+    async def _follow(self, on_status: OnStatus, opened: asyncio.Future[None]) -> None:
+        first = True
         while True:
-            began = time.monotonic()
-            statuses = ["suspended", *(("completed", "error") if self._following else ())]
-            for status in statuses:
-                for execution_id in await self._client.ids_with_status(status):
-                    if (execution_id, status) not in self._seen:
-                        self._seen.add((execution_id, status))
-                        self._following.discard(execution_id)
-                        on_status(execution_id, status, time.time())
-            await asyncio.sleep(max(0.0, self._interval - (time.monotonic() - began)))
+            async with self._client.changes() as changes:
+                if first:
+                    opened.set_result(None)
+                else:
+                    for status in ("suspended", "completed", "error"):
+                        for execution_id in await self._client.ids_with_status(status):
+                            self._saw(on_status, execution_id, status)
+                first = False
+                async for execution_id, status in changes:
+                    self._saw(on_status, execution_id, status)
 
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task

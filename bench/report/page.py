@@ -40,8 +40,8 @@ comparison, embedded (`interlock dev`: one process, SQLite, in-process bus). The
 `bench-pipeline` agent (`agents/bench_pipeline.py`): 3 durable steps, one interrupt, 2 durable
 steps after the decision. Load is open loop: executions are due at fixed times and every latency
 counts from when its request was due, so queueing is never hidden (no coordinated omission). The
-harness sees suspensions on the public `execution.status` topic (embedded mode: by polling the
-API every {poll_ms:g} ms, which is then the resolution) and approves through the HTTP API at once.
+harness sees suspensions on the public `execution.status` topic (embedded mode: on the gateway's
+push feed of the run's workspace, `GET .../changes`) and approves through the HTTP API at once.
 Latencies go into HDR histograms; each figure is the median over the runs (per percentile). The
 time the first step after the decision ran is stamped by the agent itself (one machine, one
 clock). CPU is read from `/proc` for Interlock's own processes; Kafka's and the store's (FerretDB,
@@ -170,8 +170,7 @@ def findings_section(s: dict[str, Any]) -> list[str]:
 
 
 def render(summary: dict[str, Any], source: str, analysis: str = "") -> str:
-    poll = summary["figures"].get("embedded", {}).get("poll_interval_seconds", 0.05) * 1000
-    parts = [HEADER.format(source=source, poll_ms=poll)]
+    parts = [HEADER.format(source=source)]
     parts += conditions_section(summary)
     parts += targets_section(summary)
     parts += findings_section(summary)
