@@ -7,10 +7,15 @@ end and the next one's start is time spent between the services (publish, broker
 long handler is time spent in it (its store commands, the agent).
 
     INTERLOCK_LOG_LEVEL=info make up
-    .venv/bin/python -m bench.timeline .infra/logs/services [executions] [background per second]
+    source .infra/env && .venv/bin/python -m bench.timeline .infra/logs/services [executions] \
+        [background per second]
 
 With a background rate, other executions (invoked, approved once suspended) run meanwhile at that
 rate, so the same hops can be compared at 10% and at half of saturation.
+
+The driver sees statuses on ``execution.status`` (as the benchmark's harness does), not by polling
+the API: a GET every 2 ms was three store commands each, 1,500 a second, which slowed every
+store command on the timeline it measured.
 
 The arithmetic (``hops``) is pure; ``main`` drives the stack."""
 
@@ -29,9 +34,11 @@ from typing import Any
 
 import httpx
 
+from bench.watchers import KafkaStatusWatcher
+from shared.settings import CommonSettings
+
 KEY = "ilk_00000000000000de_development-key-not-for-production-use-000"
 BASE = "http://127.0.0.1:8000/api/v1/projects/demo"
-POLL_SECONDS = 0.002
 PAUSE_SECONDS = 1.0
 """Between executions, so each meets an idle stack."""
 
@@ -87,20 +94,39 @@ def render(run: Run, found: list[Hop]) -> str:
     return "\n".join(rows)
 
 
-async def _until(
-    client: httpx.AsyncClient, execution_id: str, wanted: set[str], poll: float = POLL_SECONDS
-) -> Any:
-    while True:
-        answer = await client.get(
-            f"{BASE}/executions/{execution_id}", params={"workspace_id": "default"}
+class Statuses:
+    """The statuses ``execution.status`` announces, as they come (bench/watchers.py)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[str, str], float] = {}
+        self._changed = asyncio.Event()
+        settings = CommonSettings()  # the broker and topics of `make up`, from the environment
+        self._watcher = KafkaStatusWatcher(
+            settings.kafka_bootstrap_servers, settings.topics.status, settings.topic_partitions
         )
-        body = answer.json()
-        if body["status"] in wanted:
-            return time.time(), body
-        await asyncio.sleep(poll)
+
+    async def start(self) -> None:
+        await self._watcher.start(self._saw)
+
+    def _saw(self, execution_id: str, status: str, at: float) -> None:
+        self._seen.setdefault((execution_id, status), at)
+        self._changed.set()
+
+    async def until(self, execution_id: str, wanted: set[str]) -> tuple[float, str]:
+        """When ``execution_id`` was first seen in one of ``wanted``, and which."""
+        while True:
+            found = [(at, s) for (e, s), at in self._seen.items() if e == execution_id]
+            reached = sorted((at, s) for at, s in found if s in wanted)
+            if reached:
+                return reached[0]
+            self._changed.clear()
+            await self._changed.wait()
+
+    async def stop(self) -> None:
+        await self._watcher.stop()
 
 
-async def _one_in_background(client: httpx.AsyncClient) -> None:
+async def _one_in_background(client: httpx.AsyncClient, statuses: Statuses) -> None:
     answer = await client.post(
         f"{BASE}/workspaces/default/invoke",
         json={"agent": "refund-approval", "message": f"Refund claim CLM-4821 ({time.time()})"},
@@ -108,8 +134,8 @@ async def _one_in_background(client: httpx.AsyncClient) -> None:
     if answer.status_code != 202:
         return  # refused (the key's rate limit, say): the measured ones are what counts
     execution_id = answer.json()["execution_id"]
-    _, body = await _until(client, execution_id, {"suspended", "error", "completed"}, 0.02)
-    if body["status"] == "suspended":
+    _, status = await statuses.until(execution_id, {"suspended", "error", "completed"})
+    if status == "suspended":
         await client.post(
             f"{BASE}/executions/{execution_id}/resume",
             params={"workspace_id": "default"},
@@ -117,10 +143,10 @@ async def _one_in_background(client: httpx.AsyncClient) -> None:
         )
 
 
-async def _background(client: httpx.AsyncClient, rate: float) -> None:
+async def _background(client: httpx.AsyncClient, statuses: Statuses, rate: float) -> None:
     started: set[asyncio.Task[None]] = set()
     while True:
-        task = asyncio.create_task(_one_in_background(client))
+        task = asyncio.create_task(_one_in_background(client, statuses))
         started.add(task)
         task.add_done_callback(started.discard)
         await asyncio.sleep(1 / rate)
@@ -129,8 +155,10 @@ async def _background(client: httpx.AsyncClient, rate: float) -> None:
 async def _drive(count: int, rate: float = 0.0) -> list[Run]:
     runs = []
     headers = {"Authorization": f"Bearer {KEY}"}
+    statuses = Statuses()
+    await statuses.start()
     async with httpx.AsyncClient(headers=headers, timeout=30) as client:
-        background = asyncio.create_task(_background(client, rate)) if rate > 0 else None
+        background = asyncio.create_task(_background(client, statuses, rate)) if rate > 0 else None
         for _ in range(count):
             await asyncio.sleep(PAUSE_SECONDS)
             invoked = time.time()
@@ -141,9 +169,9 @@ async def _drive(count: int, rate: float = 0.0) -> list[Run]:
             if answer.status_code != 202:
                 raise RuntimeError(f"invoke answered {answer.status_code}: {answer.text}")
             execution_id = answer.json()["execution_id"]
-            seen, body = await _until(client, execution_id, {"suspended", "error", "completed"})
-            if body["status"] != "suspended":
-                raise RuntimeError(f"{execution_id} ended {body['status']} before its review")
+            seen, status = await statuses.until(execution_id, {"suspended", "error", "completed"})
+            if status != "suspended":
+                raise RuntimeError(f"{execution_id} ended {status} before its review")
             await asyncio.sleep(PAUSE_SECONDS / 2)
             decided = time.time()
             await client.post(
@@ -151,10 +179,11 @@ async def _drive(count: int, rate: float = 0.0) -> list[Run]:
                 params={"workspace_id": "default"},
                 json={"decision": "approve"},
             )
-            done, _ = await _until(client, execution_id, {"completed", "error"})
+            done, _ = await statuses.until(execution_id, {"completed", "error"})
             runs.append(Run(execution_id, invoked, seen, decided, done))
         if background is not None:
             background.cancel()
+    await statuses.stop()
     return runs
 
 
