@@ -22,7 +22,12 @@ class BenchClient:
             base_url=base_url,
             timeout=120,
             headers={"Authorization": f"Bearer {key}"},
-            limits=httpx.Limits(max_connections=256, max_keepalive_connections=256),
+            # A connection idle for as long as the server keeps it (uvicorn's 5 s, httpx's
+            # default expiry too) can be closed by the server as a request goes out on it: the
+            # request then fails (httpx.ReadError). Dropped sooner here, it never is.
+            limits=httpx.Limits(
+                max_connections=256, max_keepalive_connections=256, keepalive_expiry=2.0
+            ),
         )
 
     async def invoke(
