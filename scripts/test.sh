@@ -7,6 +7,13 @@ cd "$(dirname "$0")/.."
 BIN=.venv/bin
 started_infra=no
 
+# The deploy tests render the manifests with kustomize, built from its Go module on a fresh
+# machine (a minute or more). Built here, alongside the infrastructure and lint, not inside the
+# first deploy test: there it ran under the test timeout, on cores the other workers were using.
+mkdir -p .infra/logs
+bash deploy/tools.sh >.infra/logs/tools.log 2>&1 &
+tools_pid=$!
+
 # An existing Kafka / MongoDB given in the environment wins: then nothing is started here.
 # Otherwise, where a Docker engine answers, the fixtures start testcontainers themselves; where
 # none does (this team's machines and CI), infra/infra.sh starts a local broker and FerretDB.
@@ -44,6 +51,12 @@ if [[ ! -x /usr/bin/chromium || ! -x /usr/bin/chromedriver ]]; then
   as_root apt-get update
   as_root env DEBIAN_FRONTEND=noninteractive \
     apt-get install -y --no-install-recommends chromium chromium-driver
+fi
+
+if ! wait "$tools_pid"; then
+  cat .infra/logs/tools.log
+  echo "deploy/tools.sh failed: the deploy tests cannot render the manifests" >&2
+  exit 1
 fi
 
 echo "== tests (Kafka ${INTERLOCK_KAFKA_BOOTSTRAP_SERVERS:-testcontainers}, MongoDB ${INTERLOCK_MONGODB_URI:-testcontainers})"
