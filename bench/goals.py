@@ -126,6 +126,7 @@ def evaluate(figures: dict[str, Any]) -> list[dict[str, Any]]:
         ),
         peer_throughput_target(figures, DBOS_POSTGRES, "DBOS on PostgreSQL"),
         *_hot_path_targets(figures),
+        *_issue_35_targets(figures),
     ]
     return [
         *targets,
@@ -204,6 +205,63 @@ def _hot_path_targets(figures: dict[str, Any]) -> list[dict[str, Any]]:
             ),
             1.0,
             False,
+        ),
+    ]
+
+
+LATENCY_FIGURES = ("invoke_to_suspended", "decision_to_next_step", "decision_to_completed")
+SDK_BEFORE_PER_SECOND = 6.22
+"""langgraph-sdk executions a second at 10 in flight when issue 35 was filed (fef8514)."""
+
+
+def worst_low_load_ratio(dist: dict[str, Any]) -> float | None:
+    """The largest of each latency figure's p50 and p99 at 10% of saturation divided by the same
+    at half: above 1.0, something on the path waits on a timer instead of on work."""
+    found = [
+        _ratio(
+            _get(dist, "latency_low", "median", name, percentile),
+            _get(dist, "latency", "median", name, percentile),
+        )
+        for name in LATENCY_FIGURES
+        for percentile in ("p50_ms", "p99_ms")
+    ]
+    measured = [r for r in found if r is not None]
+    return max(measured) if measured else None
+
+
+def _issue_35_targets(figures: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 35's: no latency worse at low load than at half, Interlock's CPU per execution
+    halved, and the LangGraph routes on the native API's cost (``bench/native_workload.py``)."""
+    dist = figures.get("distributed", {})
+    sdk = _get(figures, "sdk_workload", "interlock") or {}
+    return [
+        _target(
+            "every latency p50 / p99 at 10% of saturation vs at half (the worst)",
+            "<= 1.0x",
+            worst_low_load_ratio(dist),
+            1.0,
+            False,
+        ),
+        _target(
+            "Interlock's own CPU per execution, half of issue 35's 66 ms",
+            "<= 33 ms",
+            _get(dist, "throughput", "1", "cpu_ms_per_execution"),
+            33,
+            False,
+        ),
+        _target(
+            "langgraph-sdk CPU per execution vs the native API (same services, same run)",
+            "<= 1.2x",
+            _get(figures, "sdk_workload", "native_ratios", "cpu_ms_per_execution"),
+            1.2,
+            False,
+        ),
+        _target(
+            "langgraph-sdk executions/s at 10 in flight, twice fef8514's 6.22",
+            ">= 12.44 /s",
+            _get(sdk, "concurrent", "per_second"),
+            2 * SDK_BEFORE_PER_SECOND,
+            True,
         ),
     ]
 

@@ -15,7 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from bench import procstats
+from bench import native_workload, procstats
 from bench.modes import Mode
 from bench.peers import agent_server, sdk_workload
 from bench.targets import Distributed
@@ -52,7 +52,45 @@ async def interlock(target: Distributed, mode: Mode, raw: Raw, log: Log) -> dict
         log(f"section 12: Interlock not measured: {exc!r}")
         return _failed(exc)
     raw.append({"figure": "sdk-workload", "system": "interlock", **result.pop("raw")})
-    return {"processes": sorted(pids), **result}
+    log(f"section 12: the same concurrent run through the native API ({_sizes_text(mode)})")
+    try:
+        native = await _native(target, mode, _cpu_of(pids), raw)
+    except Exception as exc:  # recorded with its reason and shown on the page
+        log(f"section 12: the native API not measured: {exc!r}")
+        native = _failed(exc)
+    return {"processes": sorted(pids), **result, "native": native}
+
+
+async def _native(
+    target: Distributed, mode: Mode, cpu: sdk_workload.CpuMeter, raw: Raw
+) -> dict[str, Any]:
+    """The concurrent run's executions through the native API, right after the SDK's on the
+    same services (``bench/native_workload.py``): the cost the LangGraph routes are held to."""
+    client = target.client()
+    waits = native_workload.StatusWaits()
+    watcher = target.watcher(client)
+    await watcher.start(waits.saw)
+    try:
+        warm = await native_workload.one(client, waits)
+        if warm.error:
+            raise RuntimeError(f"warm-up failed: {warm.error}")
+        before = cpu()
+        loaded = await native_workload.concurrent(
+            client, waits, mode.sdk_concurrent, mode.sdk_in_flight
+        )
+        after = cpu()
+    finally:
+        await watcher.stop()
+        await client.aclose()
+    used = None if before is None or after is None else after - before
+    raw.append(
+        {
+            "figure": "sdk-workload",
+            "system": "interlock-native",
+            "concurrent": [asdict(t) for t in loaded],
+        }
+    )
+    return {"concurrent": sdk_workload.throughput(loaded, mode.sdk_in_flight, used)}
 
 
 async def agent_server_peer(mode: Mode, workdir: Path, raw: Raw, log: Log) -> dict[str, Any]:
@@ -89,6 +127,7 @@ def figure(mode: Mode, interlock: dict[str, Any] | None, peer: dict[str, Any]) -
         "interlock": interlock or {"error": "not run"},
         "agent_server": peer,
         "ratios": sdk_workload.ratios(interlock, peer),
+        "native_ratios": sdk_workload.native_ratios(interlock),
     }
 
 

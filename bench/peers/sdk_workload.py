@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -99,8 +99,8 @@ async def sequential(
     return [await one(client, assistant) for _ in range(count)]
 
 
-async def concurrent(
-    client: LangGraphClient, count: int, in_flight: int, assistant: str = ASSISTANT
+async def closed_loop(
+    run_one: Callable[[], Awaitable[Timing]], count: int, in_flight: int
 ) -> list[Timing]:
     """``count`` executions, ``in_flight`` workers each running one after another."""
     left = iter(range(count))
@@ -108,10 +108,17 @@ async def concurrent(
 
     async def worker() -> None:
         for _ in left:
-            timings.append(await one(client, assistant))
+            timings.append(await run_one())
 
     await asyncio.gather(*(worker() for _ in range(min(in_flight, count))))
     return timings
+
+
+async def concurrent(
+    client: LangGraphClient, count: int, in_flight: int, assistant: str = ASSISTANT
+) -> list[Timing]:
+    """``count`` executions through the SDK, ``in_flight`` at once."""
+    return await closed_loop(lambda: one(client, assistant), count, in_flight)
 
 
 def failures(timings: Sequence[Timing]) -> list[str]:
@@ -186,6 +193,21 @@ def ratios(interlock: dict[str, Any] | None, peer: dict[str, Any] | None) -> dic
     Interlock's advantage, executions per second above 1; None where either is missing."""
     return {
         name: _ratio(_get(interlock, *path), _get(peer, *path)) for name, path in RATIOS.items()
+    }
+
+
+NATIVE_RATIOS = ("per_second", "cpu_ms_per_execution")
+"""The concurrent run's figures held against the same run through the native API."""
+
+
+def native_ratios(interlock: dict[str, Any] | None) -> dict[str, float | None]:
+    """Interlock's LangGraph routes divided by its native API (``interlock["native"]``, the
+    same concurrent run on the same services): what the routes add, 1.0 being nothing."""
+    return {
+        name: _ratio(
+            _get(interlock, "concurrent", name), _get(interlock, "native", "concurrent", name)
+        )
+        for name in NATIVE_RATIOS
     }
 
 

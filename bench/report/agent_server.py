@@ -11,6 +11,8 @@ SYSTEMS = (
     ("interlock", "Interlock, separate processes, 1 sandbox (LangGraph routes)"),
     ("agent_server", "LangGraph Agent Server (`langgraph dev`, in-memory runtime)"),
 )
+NATIVE = "native"
+NATIVE_NAME = "Interlock, the same services, native API (the concurrent run only)"
 RATIO_NAMES = {
     "sequential_invoke_p50": "sequential invoke -> interrupted p50",
     "sequential_invoke_p99": "sequential invoke -> interrupted p99",
@@ -95,8 +97,10 @@ def sdk_section(s: dict[str, Any]) -> list[str]:
         " resume -> completed p50 / p99 | CPU ms per execution | completed |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for key, name in SYSTEMS:
-        system = fig.get(key) or {}
+    native = (fig.get("interlock") or {}).get("native")
+    rows = [*SYSTEMS, *([(NATIVE, NATIVE_NAME)] if native is not None else [])]
+    for key, name in rows:
+        system = (native if key == NATIVE else fig.get(key)) or {}
         conc = system.get("concurrent")
         if conc is None:
             lines.append(_not_measured(name, system, 6))
@@ -120,4 +124,17 @@ def sdk_section(s: dict[str, Any]) -> list[str]:
     ]
     ratios = fig.get("ratios") or {}
     lines += [f"| {label} | {num(ratios.get(key), 'x', 3)} |" for key, label in RATIO_NAMES.items()]
+    if native is not None:
+        own = fig.get("native_ratios") or {}
+        lines += [
+            "",
+            "Interlock's LangGraph routes divided by its native API, the same concurrent run on"
+            " the same services right after (`bench/native_workload.py`: invoke, `suspended` on"
+            " `execution.status`, approve, `completed`): what the routes add, 1.0 being nothing.",
+            "",
+            "| measure | LangGraph routes / native API |",
+            "| --- | --- |",
+            f"| concurrent executions/s | {num(own.get('per_second'), 'x', 3)} |",
+            f"| concurrent CPU per execution | {num(own.get('cpu_ms_per_execution'), 'x', 3)} |",
+        ]
     return [*lines, ""]

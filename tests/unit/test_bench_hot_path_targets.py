@@ -74,3 +74,29 @@ def test_a_target_whose_figure_is_missing_is_not_measured() -> None:
         "decision -> next step p50 at 50% of saturation",
     ):
         assert targets[name]["measured"] is None and targets[name]["met"] is None
+
+
+def test_low_load_is_held_to_half_load_by_its_worst_latency_figure() -> None:
+    dist = {
+        "latency": {
+            "median": {
+                "invoke_to_suspended": {"p50_ms": 50.0, "p99_ms": 80.0},
+                "decision_to_next_step": {"p50_ms": 40.0, "p99_ms": 60.0},
+            }
+        },
+        "latency_low": {
+            "median": {
+                "invoke_to_suspended": {"p50_ms": 45.0, "p99_ms": 88.0},
+                "decision_to_next_step": {"p50_ms": 30.0, "p99_ms": 50.0},
+            }
+        },
+    }
+    targets = by_name({"distributed": dist})
+    worst = targets["every latency p50 / p99 at 10% of saturation vs at half (the worst)"]
+    assert (worst["measured"], worst["met"], worst["off_by"]) == (1.1, False, 1.1)
+    assert goals.worst_low_load_ratio({}) is None
+
+
+def test_issue_35_halves_the_cpu_per_execution() -> None:
+    cpu = by_name(FIGURES)["Interlock's own CPU per execution, half of issue 35's 66 ms"]
+    assert (cpu["measured"], cpu["met"], cpu["off_by"]) == (45.0, False, 1.36)
