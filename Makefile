@@ -86,7 +86,7 @@ format: venv ## Apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-bench: venv ## Benchmarks, quick mode (<10 min): JSON in bench/results/quick/, regenerates docs/benchmarks.md
+bench: venv ## Benchmarks, quick mode (~12 min): JSON in bench/results/quick/, regenerates docs/benchmarks.md
 	@bash bench/bench.sh --quick
 
 bench-full: venv ## Benchmarks at the issue's sizes (hours on 2 cores): bench/results/full/, docs/benchmarks.md

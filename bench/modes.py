@@ -1,4 +1,4 @@
-"""How big each mode's runs are. Quick: ``make bench``, under 10 minutes on 2 cores. Full:
+"""How big each mode's runs are. Quick: ``make bench``, about 12 minutes on 2 cores. Full:
 ``make bench-full``, the figures as the issue states them (an hour or more on 2 cores). Smoke:
 CI's check that the harness runs end to end, in seconds-to-a-minute, no figure meaningful."""
 
@@ -59,7 +59,8 @@ class Mode:
     executions one after another, for each half's latency. The Agent Server's queue polls every
     0.5 s, so each of its executions takes about 2 s, whatever the sizes: 8 give each half's p50
     (and slowest) in ~16 s. Quick mode was at 525-570 s before this section; its sizes keep the
-    section near 30 s a server, so the mode stays (narrowly) under 10 minutes."""
+    section near 30 s a server (the mode took 669 s with it and the native API's concurrent run,
+    bench/native_workload.py, at cf9d258)."""
     sdk_concurrent: int = 40
     """Executions of its concurrent run (4 rounds of 10: ~9 s on the Agent Server)..."""
     sdk_in_flight: int = 10
