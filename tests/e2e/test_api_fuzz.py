@@ -153,6 +153,22 @@ max-examples = 12
 examples per operation, each of them a hostile body."""
 
 
+def failed_checks(events: Path) -> list[str]:
+    """Each failed check's operation and message (NDJSON report): the run's own output puts
+    them above a summary long enough to push them out of an assertion message."""
+    failures = []
+    for line in events.read_text().splitlines() if events.exists() else []:
+        finished = json.loads(line).get("ScenarioFinished")
+        if finished is None:
+            continue
+        for checks in finished["recorder"].get("checks", {}).values():
+            for check in checks:
+                failure = (check.get("failure_info") or {}).get("failure") or {}
+                if check["status"] == "failure":
+                    failures.append(f"{failure.get('operation')}: {failure.get('message')}")
+    return failures
+
+
 def hostile_checks(events: Path) -> dict[str, list[str]]:
     """The outcomes of ``hostile_json_is_a_400``, by operation (NDJSON report)."""
     outcomes: dict[str, list[str]] = {}
@@ -217,7 +233,7 @@ async def test_hostile_json_is_a_400_problem_on_every_route(
         )
         output, _ = await asyncio.wait_for(process.communicate(), timeout=480)
         text = output.decode(errors="replace")
-        assert process.returncode == 0, text[-6000:]
+        assert process.returncode == 0, "\n".join([*failed_checks(events), text[-3000:]])
         async with httpx.AsyncClient() as client:
             spec = (await client.get(f"{gateway.url}/openapi.json")).json()
     with_bodies = {
