@@ -32,6 +32,7 @@ from services.notifier.app import register as register_notifier
 from services.orchestrator.app import (
     OrchestratorSettings,
     abandoned_requests,
+    cron_sweeper,
     thread_retention,
 )
 from services.orchestrator.app import register as register_orchestrator
@@ -67,6 +68,9 @@ class DevSettings(GatewaySettings, SandboxSettings, NotifierSettings, Orchestrat
     # --log-format json bring back the services' full logs.
     log_level: Literal["debug", "info", "warning", "error"] = "warning"
     log_format: Literal["auto", "json", "console"] = "console"
+    webhook_allow_private_networks: bool = True
+    """A run's webhook may call a receiver on this machine: development listens on loopback
+    only, and a receiver here is what developing against it means."""
 
     @functools.cached_property
     def sender_check(self) -> SenderCheck:
@@ -174,6 +178,7 @@ async def serve(settings: DevSettings) -> None:
         )
         retention = thread_retention(settings, wiring.store, erase_checkpoints)
         abandoned = abandoned_requests(orchestrator, settings, wiring.store)
+        crons = cron_sweeper(orchestrator, settings, wiring.store)
         _, graphs = register_sandbox(
             wiring.bus, settings, wiring.store, wiring.publisher, wiring.checkpointer
         )
@@ -218,6 +223,7 @@ async def serve(settings: DevSettings) -> None:
             asyncio.create_task(sweeper.run_forever(settings.deadline_poll_seconds)),
             asyncio.create_task(abandoned.run_forever(settings.deadline_poll_seconds)),
             asyncio.create_task(retention.run_forever(settings.thread_retention_poll_seconds)),
+            asyncio.create_task(crons.run_forever(settings.cron_poll_seconds)),
             asyncio.create_task(gauges.run_forever(settings.metrics_poll_seconds)),
         ]
         lag = wiring.bus.lag_monitor()  # on Kafka: the groups' lag is measured

@@ -334,6 +334,9 @@ class DecisionSubmitted(ExecutionScope):
     )
     """Approvals of this answer that no longer counted when the quorum was checked, each with
     why (an API key revoked since it approved)."""
+    webhook: str | None = Field(default=None, max_length=4096, exclude_if=lambda v: v is None)
+    """Where to tell that the run this decision resumes has ended (LangGraph's ``webhook`` of a
+    run with a ``command``). Left out when None."""
     claimed: bool = Field(default=False, exclude_if=lambda v: not v)
     """The producer took the suspension's one decision claim for this decision before
     publishing it (the gateway does), so the orchestrator need not look. Leave it unset
@@ -538,6 +541,20 @@ class ReviewDeadlineReached(ExecutionScope):
     """When the suspension expires, if it does."""
     escalate_to: list[str] = Field(default_factory=list)
     """For ``escalate``: the channels to tell (empty: the ones told of the suspension)."""
+
+
+class RunWebhookDue(ExecutionScope):
+    """A run that asked for a webhook has ended (at an interrupt or with its execution): the
+    notifier calls ``url`` with ``payload``, once per run (``event_id`` names the run), retried
+    and dead-lettered as its notifications are."""
+
+    type: Literal["run.webhook"] = "run.webhook"
+    version: Literal[1] = 1
+    epoch: int = Field(ge=1)
+    """The run's epoch (its id is ``payload.run_id``)."""
+    url: str = Field(min_length=1, max_length=4096)
+    payload: JsonObject
+    """LangGraph's webhook body, but ``webhook_sent_at`` (set on each attempt)."""
 
 
 # --- dead letters -----------------------------------------------------------------------------

@@ -193,6 +193,16 @@ AGENTS_UNLOADABLE = measured(
         ["agent"],
     ),
 )
+CRON_TICKS = measured(
+    [ORCHESTRATOR],
+    Counter(
+        "interlock_cron_ticks_total",
+        "Crons' ticks, by outcome: fired (a run started), skipped (missed while no orchestrator"
+        " ran, by the cron's catch-up policy, or past its end) or refused (its agent or input"
+        " no longer accepted).",
+        ["outcome"],
+    ),
+)
 DEADLINES_FIRED = measured(
     [ORCHESTRATOR],
     Counter(

@@ -43,6 +43,10 @@ class CommonSettings(BaseSettings):
     does. The manifests turn it off: there the store-init init container does it as the migrator,
     and each service's MongoDB user may do only what the service itself does
     (shared/store/access.py)."""
+    webhook_allow_private_networks: bool = False
+    """Let runs' webhooks call loopback, private and link-local addresses (a receiver inside the
+    cluster, or on a laptop). Off, they reach only public addresses (shared/webhook_urls.py);
+    the gateway and the notifier must agree."""
     topic_prefix: str = Field(default="", pattern=r"^[A-Za-z0-9._-]*$")
     """Prepended to every topic name; lets test runs share one broker without crosstalk."""
     topic_partitions: int = Field(default=DEFAULT_PARTITIONS, ge=1, le=1000)

@@ -71,6 +71,11 @@ class Topics:
         return self._name("review.deadline")
 
     @property
+    def run_webhooks(self) -> str:
+        """Orchestrator -> notifier: a run that asked for a webhook has ended."""
+        return self._name("run.webhook")
+
+    @property
     def dead_letters(self) -> str:
         """Messages that could not be processed, with the reason."""
         return self._name("execution.dead_lettered")
@@ -87,5 +92,6 @@ class Topics:
             self.status,
             self.activity,
             self.deadlines,
+            self.run_webhooks,
             self.dead_letters,
         ]

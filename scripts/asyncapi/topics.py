@@ -23,6 +23,7 @@ from shared.events import (
     ExecutionSuspended,
     MessageDeadLettered,
     ReviewDeadlineReached,
+    RunWebhookDue,
     ThreadDeleteRequested,
 )
 from shared.topics import Topics
@@ -371,6 +372,31 @@ def _deadlines(t: Topics) -> TopicDoc:
     )
 
 
+def _run_webhooks(t: Topics) -> TopicDoc:
+    return TopicDoc(
+        topic=t.run_webhooks,
+        model=RunWebhookDue,
+        summary="A run that asked for a webhook ended, at an interrupt or with its execution.",
+        description=(
+            "Published by the orchestrator with the outcome that ended the run, and again "
+            "with the next outcomes while the run is the execution's latest or the one before "
+            "(`event_id` `<execution_id>:webhook:<epoch>` every time). Only runs started with "
+            "a `webhook` (LangGraph's runs API) have one; `payload` is LangGraph's webhook "
+            "body but `webhook_sent_at`."
+        ),
+        producers=(
+            Party("orchestrator", "Derives it from the stored execution after each outcome."),
+        ),
+        consumers=(
+            Party(
+                "notifier",
+                "Stores one delivery per run, then POSTs `payload` to `url`, signed as its "
+                "webhooks are, retried with backoff, dead-lettered and listed as notifications.",
+            ),
+        ),
+    )
+
+
 def _dead_letters(t: Topics) -> TopicDoc:
     return TopicDoc(
         topic=t.dead_letters,
@@ -390,7 +416,7 @@ def _dead_letters(t: Topics) -> TopicDoc:
                     f"`{t.requested}`, `{t.decisions}`, `{t.suspended}` and `{t.reported}`",
                 ),
                 ("sandbox", f"`{t.dispatched}`"),
-                ("notifier", f"`{t.suspended}` and `{t.deadlines}`"),
+                ("notifier", f"`{t.suspended}`, `{t.deadlines}` and `{t.run_webhooks}`"),
             )
         ),
         consumers=(Party(EXTERNAL, "Operators and alerting."),),
@@ -412,6 +438,7 @@ TOPIC_DOCS: tuple[Callable[[Topics], TopicDoc], ...] = (
     _status,
     _activity,
     _deadlines,
+    _run_webhooks,
     _dead_letters,
 )
 

@@ -116,6 +116,7 @@ def decision_event(
     resolution: Resolution,
     reviewer: Reviewer | None,
     outcome: DecisionOutcome,
+    webhook: str | None = None,
 ) -> DecisionSubmitted:
     """The decision ``answer`` makes, with the approvals that made it (if several were needed)."""
     return DecisionSubmitted(
@@ -134,4 +135,5 @@ def decision_event(
         approvers=[a.reviewer for a in outcome.approvals] or None,
         discounted_approvers=outcome.discounted or None,
         claimed=True,  # the caller takes the claim; a decision that loses it is never published
+        webhook=webhook,
     )

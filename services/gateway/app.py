@@ -26,10 +26,12 @@ from services.gateway.feed import ExecutionFeed
 from services.gateway.http_metrics import HttpMetricsMiddleware
 from services.gateway.intake import Intake
 from services.gateway.langgraph.assistants import build_assistants_router
+from services.gateway.langgraph.cron_routes import build_cron_router
 from services.gateway.langgraph.meta import build_meta_router
 from services.gateway.langgraph.requests import MAX_TTL_MINUTES
 from services.gateway.langgraph.routes import build_langgraph_router
 from services.gateway.langgraph.service import LangGraphService
+from services.gateway.langgraph.store_routes import build_store_router
 from services.gateway.limits import install_limits
 from services.gateway.notifications import build_notifications_router
 from services.gateway.problems import install_problem_handlers
@@ -350,9 +352,18 @@ def install_routes(
     install_stream(app, intake, keys, feed, bounds)
     app.include_router(build_notifications_router(store.notifications, keys, cursors))
     # langgraph-sdk's client speaks to this one (services/gateway/langgraph/).
-    langgraph = LangGraphService(intake, store, feed, bounds, conversations)
+    langgraph = LangGraphService(
+        intake,
+        store,
+        feed,
+        bounds,
+        conversations,
+        webhooks_private=settings.webhook_allow_private_networks,
+    )
     app.include_router(build_langgraph_router(langgraph, keys))
     app.include_router(build_assistants_router(registry, store.agent_versions, keys))
+    app.include_router(build_store_router(store.memories, keys))
+    app.include_router(build_cron_router(langgraph, keys))
     # /info and /ok, which LangGraph's UIs call first, with or without a key.
     app.include_router(build_meta_router(store))
     # In development the review page offers the development key's project (never the key).

@@ -209,6 +209,7 @@ class Conversations:
         headers: dict[str, str] | None,
         kind: Literal["run", "update"] = "run",
         as_node: str | None = None,
+        webhook: str | None = None,
     ) -> Execution:
         """Start the turn ``plan`` says, then cancel the turn it replaces (``interrupt`` and
         ``rollback``: the new turn waits for that one's end, so the two never overlap). Raises
@@ -232,6 +233,7 @@ class Conversations:
                 requested_by=requested_by,
                 requester_identity=requester_identity,
                 headers=headers,
+                webhook=webhook,
             )
         except IdempotencyKeyReused:
             raise TurnTaken(plan.turn) from None

@@ -36,7 +36,12 @@ from shared import tracing
 from shared.agents import AgentRegistry, ReviewRules
 from shared.bus import EventPublisher
 from shared.domain.cancellation import check_cancellable
-from shared.domain.execution import Execution, ExecutionStatus, new_pending_execution
+from shared.domain.execution import (
+    Execution,
+    ExecutionStatus,
+    RunWebhook,
+    new_pending_execution,
+)
 from shared.domain.judging import approval_of, approvals_required, approving, check_may_decide
 from shared.domain.principals import Reviewer
 from shared.domain.threads import execution_id_for, turn_execution_id
@@ -121,13 +126,9 @@ class Intake:
         requested_by: str | None,
         headers: dict[str, str] | None = None,
         requester_identity: str | None = None,
+        webhook: str | None = None,
     ) -> Execution:
-        if self._registry.get(agent) is None:
-            raise UnknownAgent(agent, self._registry.names())
-        updates = agent_input.turn is not None and agent_input.turn.kind == "update"
-        if agent_input.state is not None and not updates:
-            # A state update writes the graph's channels, not its input: any key it has.
-            await self._check_input_keys(agent, agent_input.state)
+        await self.check_request(agent, agent_input)
         execution_id = execution_id_for(project_id, workspace_id, idempotency_key)
         event = ExecutionRequested(
             event_id=f"{execution_id}:requested",
@@ -142,9 +143,10 @@ class Intake:
             requester_identity=requester_identity,
         )
         print_ = fingerprint(agent, agent_input)
-        execution, created = await self._store.executions.create(
-            new_pending_execution(event, print_, tracing.current_carrier())
-        )
+        pending = new_pending_execution(event, print_, tracing.current_carrier())
+        if webhook is not None:
+            pending = pending.model_copy(update={"webhooks": [RunWebhook(epoch=1, url=webhook)]})
+        execution, created = await self._store.executions.create(pending)
         if not created and execution.request_fingerprint != print_:
             raise IdempotencyKeyReused(
                 f"idempotency key {idempotency_key!r} was used for a different request"
@@ -170,6 +172,16 @@ class Intake:
                 raise
         log.info("invoke.accepted", execution_id=execution_id, created=created, agent=agent)
         return execution
+
+    async def check_request(self, agent: str, agent_input: AgentInput) -> None:
+        """Raise ``UnknownAgent`` or ``UnknownInputKeys`` unless ``agent`` may run
+        ``agent_input``: what an invoke checks first, and a cron when it is made."""
+        if self._registry.get(agent) is None:
+            raise UnknownAgent(agent, self._registry.names())
+        updates = agent_input.turn is not None and agent_input.turn.kind == "update"
+        if agent_input.state is not None and not updates:
+            # A state update writes the graph's channels, not its input: any key it has.
+            await self._check_input_keys(agent, agent_input.state)
 
     async def _check_input_keys(self, agent: str, state: Mapping[str, object]) -> None:
         refusing = await self._agent_versions.refusing_input(agent, state)
@@ -262,6 +274,7 @@ class Intake:
         answer: ReviewAnswer,
         reviewer: Reviewer | None,
         headers: dict[str, str] | None = None,
+        webhook: str | None = None,
     ) -> DecisionOutcome:
         """Validate, claim the suspension's decision and publish it. Raises ExecutionNotFound,
         DecisionError (not suspended, stale, not allowed, invalid, agent changed),
@@ -290,7 +303,9 @@ class Intake:
                     discounted=len(discounted),
                 )
                 return outcome
-        event = decision_event(execution, suspension_id, answer, resolution, reviewer, outcome)
+        event = decision_event(
+            execution, suspension_id, answer, resolution, reviewer, outcome, webhook
+        )
         await self._claim(event, suspension_id)
         await self._publish_decision(event, headers)
         log.info("decision.accepted", execution_id=execution_id, decision=resolution.summary)

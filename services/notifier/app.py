@@ -19,6 +19,7 @@ from faststream import FastStream
 from pydantic import Field, SecretStr
 
 from services.notifier.channels import Channel
+from services.notifier.channels.run_webhook import RUN_WEBHOOK_CHANNEL, RunWebhookChannel
 from services.notifier.delivery import Clock, Dispatcher
 from services.notifier.wiring import build_channels
 from shared import tracing
@@ -28,6 +29,7 @@ from shared.consumer_app import consumer_app
 from shared.events import (
     ExecutionSuspended,
     ReviewDeadlineReached,
+    RunWebhookDue,
     utc_now,
 )
 from shared.kafka_bus import KafkaBus
@@ -35,7 +37,7 @@ from shared.logging import configure_logging
 from shared.notifications.action_links import LinkMinter
 from shared.notifications.config import ChannelConfig, ChannelError, load_channels
 from shared.notifications.model import Delivery, Notification
-from shared.notifications.policy import notification_for
+from shared.notifications.policy import notification_for, run_webhook_delivery
 from shared.settings import CommonSettings
 from shared.store.factory import mongo_store
 from shared.store.notifications import NotificationStore
@@ -55,6 +57,9 @@ class NotifierSettings(CommonSettings):
     """Events handled at once per subscription (each of a different execution)."""
     notification_max_attempts: int = Field(default=8, ge=1, le=100)
     notification_poll_seconds: float = Field(default=1.0, gt=0, le=60)
+    run_webhook_secrets: SecretStr | None = None
+    """Comma-separated ``whsec_`` secrets that sign runs' webhooks (two while rotating); none:
+    they are sent unsigned, which only a development setup should do."""
     action_link_secret: SecretStr | None = None
     """Signs the approve / reject links of channels with ``action_links = true``; the gateway
     needs the same value to accept them."""
@@ -79,6 +84,15 @@ class Notifier:
 
     def _wanting(self, project_id: str, agent: str) -> list[str]:
         return [name for name, c in self._configs.items() if c.wants(project_id, agent)]
+
+    async def on_run_webhook(self, event: RunWebhookDue) -> None:
+        """One delivery per run to the URL its request gave (a repeat of the event finds it
+        stored: the orchestrator publishes it again with later outcomes)."""
+        log.info("run.webhook_due", run_id=event.payload.get("run_id"), epoch=event.epoch)
+        if self._store is None:
+            return
+        delivery = run_webhook_delivery(event, self._settings.public_url, self._clock())
+        await self._store.enqueue(delivery)
 
     async def on_deadline(self, event: ReviewDeadlineReached) -> None:
         """A reminder to the channels told of the suspension; an escalation to the agent's
@@ -175,7 +189,16 @@ def register(
         if secret is not None
         else None
     )
+    if RUN_WEBHOOK_CHANNEL in configs:
+        raise ChannelError(f"the channel name {RUN_WEBHOOK_CHANNEL!r} is Interlock's own")
     channels = build_channels(configs, os.environ, links=minter)
+    run_secrets = settings.run_webhook_secrets
+    channels[RUN_WEBHOOK_CHANNEL] = RunWebhookChannel(
+        [s.strip() for s in run_secrets.get_secret_value().split(",") if s.strip()]
+        if run_secrets is not None
+        else [],
+        allow_private=settings.webhook_allow_private_networks,
+    )
     notifications = store.notifications if store is not None else None
     registry = load_registry(settings.agents_file)
     notifier = Notifier(settings, notifications, channels, configs, registry=registry)
@@ -197,6 +220,15 @@ def register(
         topic=topics.deadlines,
         model=ReviewDeadlineReached,
         handle=notifier.on_deadline,
+    )
+    route(
+        bus,
+        settings,
+        publisher,
+        service=SERVICE,
+        topic=topics.run_webhooks,
+        model=RunWebhookDue,
+        handle=notifier.on_run_webhook,
     )
     # Not execution.status: the notifier once consumed every status change only to log it, six
     # messages per execution that cost it more CPU than its real work. Each change is in the

@@ -12,6 +12,7 @@ from faststream import FastStream
 from pydantic import Field, model_validator
 
 from services.orchestrator.abandoned import AbandonedRequests
+from services.orchestrator.crons import CronSweeper
 from services.orchestrator.deadlines import DeadlineSweeper
 from services.orchestrator.gauges import ExecutionGauges
 from services.orchestrator.handlers import Orchestrator
@@ -73,6 +74,11 @@ class OrchestratorSettings(CommonSettings):
     """How often each replica deletes the threads past their time to live (a thread's ``ttl``,
     or the gateway's ``INTERLOCK_THREAD_TTL_MINUTES``); one busy then is tried again a poll
     later."""
+    cron_poll_seconds: float = Field(default=1.0, gt=0, le=3_600)
+    """How often each replica fires the crons due (a cron's tick runs within this of its time)."""
+    cron_catch_up_grace_seconds: float = Field(default=60.0, ge=0, le=86_400)
+    """How late a tick may fire and still count as on time: a cron with ``catch_up="skip"``
+    fires no tick later than this (ticks missed while no orchestrator ran)."""
     clock_file: Path | None = None
     """Tests only: a file holding an ISO 8601 time that replaces the wall clock for deadlines
     (the wall clock while it is missing). Refused in production."""
@@ -190,6 +196,18 @@ def thread_retention(
     )
 
 
+def cron_sweeper(
+    orchestrator: Orchestrator, settings: OrchestratorSettings, store: Store
+) -> CronSweeper:
+    """The sweep that fires the crons due (services/orchestrator/crons.py)."""
+    return CronSweeper(
+        store=store,
+        orchestrator=orchestrator,
+        clock=clock_of(settings),
+        grace=timedelta(seconds=settings.cron_catch_up_grace_seconds),
+    )
+
+
 def abandoned_requests(
     orchestrator: Orchestrator, settings: OrchestratorSettings, store: Store
 ) -> AbandonedRequests:
@@ -213,6 +231,7 @@ def create_app(settings: OrchestratorSettings | None = None) -> FastStream:
     )
     retention = thread_retention(settings, store, erase_checkpoints)
     abandoned = abandoned_requests(orchestrator, settings, store)
+    crons = cron_sweeper(orchestrator, settings, store)
     gauges = ExecutionGauges(store.executions)
     return consumer_app(
         SERVICE,
@@ -223,6 +242,7 @@ def create_app(settings: OrchestratorSettings | None = None) -> FastStream:
             lambda: sweeper.run_forever(settings.deadline_poll_seconds),
             lambda: abandoned.run_forever(settings.deadline_poll_seconds),
             lambda: retention.run_forever(settings.thread_retention_poll_seconds),
+            lambda: crons.run_forever(settings.cron_poll_seconds),
             lambda: gauges.run_forever(settings.metrics_poll_seconds),
         ),
     )

@@ -41,6 +41,7 @@ from shared.domain.execution import (
     new_pending_execution,
     request_of,
 )
+from shared.domain.runs import webhook_payload, webhooks_due
 from shared.domain.threads import MAX_TURN_PROBES, has_run, left_state, turn_execution_id
 from shared.errors import ConcurrencyConflict, RejectedMessage
 from shared.events import (
@@ -53,6 +54,7 @@ from shared.events import (
     ExecutionStatusChanged,
     ExecutionSuspended,
     ReportOutcome,
+    RunWebhookDue,
     utc_now,
 )
 from shared.faults import fault_point
@@ -159,11 +161,24 @@ class Orchestrator:
         """Start the execution ``event`` requests. The gateway stored it before publishing, with
         the requester it authenticated; a request that only the topic carries is recorded with
         the identity its signature proves (a registered producer's), never the one it claims."""
+        await self._start_requested(requested_as(event, sender))
+
+    def knows_agent(self, agent: str) -> bool:
+        return self._registry.get(agent) is not None
+
+    async def on_scheduled(self, event: ExecutionRequested) -> None:
+        """Start a cron's tick, whose execution the cron sweeper stored a moment ago with the
+        cron's creator as its requester (services/orchestrator/crons.py): as any request, from
+        the stored execution. Called again for a tick whose start was cut short, it starts the
+        same execution, once."""
+        await self._start_requested(event)
+
+    async def _start_requested(self, event: ExecutionRequested) -> None:
         if self._registry.get(event.agent) is None:
             raise RejectedMessage(
                 f"unknown agent {event.agent!r}; registered: {', '.join(self._registry.names())}"
             )
-        execution, fresh = await self._requested(requested_as(event, sender))
+        execution, fresh = await self._requested(event)
         if (execution.project_id, execution.workspace_id, execution.agent) != (
             event.project_id,
             event.workspace_id,
@@ -633,10 +648,33 @@ class Orchestrator:
             )
             outgoing.append(Outgoing(status, self._topics.status, execution.execution_id))
         outgoing.append(self._announcement(execution, cause))
+        outgoing.extend(self._webhooks_due(execution, cause))
         # One produce request and one wait for all of them, in this order.
         await publish_in_order(self._publisher, outgoing)
         if execution.status.is_terminal and execution.input.turn is not None:
             await self._wake_next_turn(execution, cause)
+
+    def _webhooks_due(self, execution: Execution, cause: EventModel) -> list[Outgoing]:
+        """The runs that ended and asked to be told (nearly every execution asks nothing: no
+        message, and nothing computed)."""
+        return [
+            Outgoing(
+                RunWebhookDue(
+                    event_id=f"{execution.execution_id}:webhook:{hook.epoch}",
+                    execution_id=execution.execution_id,
+                    project_id=execution.project_id,
+                    workspace_id=execution.workspace_id,
+                    epoch=hook.epoch,
+                    url=hook.url,
+                    payload=webhook_payload(execution, hook),
+                    causation_id=cause.event_id,
+                    correlation_id=execution.execution_id,
+                ),
+                self._topics.run_webhooks,
+                execution.execution_id,
+            )
+            for hook in webhooks_due(execution)
+        ]
 
     async def _announce(self, execution: Execution, cause: EventModel) -> None:
         await publish_in_order(self._publisher, [self._announcement(execution, cause)])

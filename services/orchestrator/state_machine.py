@@ -34,6 +34,7 @@ from shared.domain.execution import (
     Decision,
     Execution,
     ExecutionStatus,
+    RunWebhook,
     Suspension,
 )
 from shared.domain.review import described, summary_of
@@ -389,18 +390,27 @@ def _decision_record(event: DecisionSubmitted, decision: str, suspension_id: int
         approvers=event.approvers,
         discounted_approvers=event.discounted_approvers,
         decided_at=event.occurred_at,
+        webhook=event.webhook,
     )
 
 
 def _resume(walk: Walk, record: Decision, event_id: str | None) -> None:
+    epoch = walk.execution.epoch + 1
+    webhooks = walk.execution.webhooks
+    if record.webhook is not None:
+        webhooks = [
+            *webhooks,
+            RunWebhook(epoch=epoch, url=record.webhook, requested_at=record.decided_at),
+        ]
     walk.to(
         S.RESUMING,
         actor=record.reviewer or "reviewer",
         reason=f"decision {record.decision}",
         event_id=event_id,
         decisions=[*walk.execution.decisions, record],
-        epoch=walk.execution.epoch + 1,
+        epoch=epoch,
         parked_decision=None,
+        webhooks=webhooks,
     )
 
 

@@ -12,6 +12,10 @@ not ended (running, queued, waiting for a review) is not pulled from under it: i
 one ``retry_after`` on (never earlier than a new turn set it), and a later sweep deletes it once
 its turns ended. Replicas sweeping the
 same thread at once both erase it, harmlessly (erasing is idempotent).
+
+The same sweep deletes the agents' memory items past their ttl (shared/store/memories.py; they
+are never read once expired, so deleting them only frees their room): up to ``MEMORY_BATCH`` a
+sweep, by ``_id``, which replicas sweeping at once may both delete, harmlessly.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from shared.store.threads import ThreadRecord
 log = structlog.get_logger(__name__)
 
 BATCH = 100
+MEMORY_BATCH = 1000
 
 
 class ThreadRetention:
@@ -60,6 +65,9 @@ class ThreadRetention:
                 done += int(await self._eraser.erase_deleted(record) > 0)
             else:
                 done += await self._expire(record, now)
+        forgotten = await self._store.memories.expire(now, limit=MEMORY_BATCH)
+        if forgotten:
+            log.info("memories.expired", count=forgotten)
         return done
 
     async def _expire(self, record: ThreadRecord, now: datetime) -> int:

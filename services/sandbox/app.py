@@ -12,6 +12,7 @@ from faststream import FastStream
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from pydantic import Field
 
+from services.sandbox.agent_memory import AgentMemory
 from services.sandbox.checkpointer import GuardedSaver
 from services.sandbox.description import describe
 from services.sandbox.handlers import Sandbox
@@ -55,6 +56,7 @@ def build_sandbox(
     graphs = GraphCache(
         load_registry(settings.agents_file),
         GuardedSaver(checkpointer, max_checkpoint_bytes=settings.max_checkpoint_bytes),
+        AgentMemory(store.memories),
     )
     runner = AgentRunner(
         graphs,

@@ -17,6 +17,7 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import StateGraph
 from langgraph.pregel import Pregel
+from langgraph.store.base import BaseStore
 
 from interlock.sdk import PolicyError
 from services.sandbox.fingerprint import agent_fingerprint, legacy_fingerprint
@@ -70,9 +71,15 @@ class GraphCache:
     """Imports and compiles each agent's graph once per process. An agent that cannot be loaded
     is remembered with the reason: its executions fail with it, the others run."""
 
-    def __init__(self, registry: AgentRegistry, checkpointer: BaseCheckpointSaver[Any]) -> None:
+    def __init__(
+        self,
+        registry: AgentRegistry,
+        checkpointer: BaseCheckpointSaver[Any],
+        store: BaseStore | None = None,
+    ) -> None:
         self._registry = registry
         self._checkpointer = checkpointer
+        self._store = store
         self._agents: dict[str, LoadedAgent] = {}
         self.unloadable: dict[str, str] = {}
         """Agents that failed to load, with why (logged and counted at start-up)."""
@@ -143,6 +150,11 @@ class GraphCache:
         # The sandbox owns persistence: whatever the factory did, checkpoints go through the
         # guarded saver, and tools run by ToolNode / create_agent become durable steps.
         built.checkpointer = self._checkpointer
+        if self._store is not None:
+            # And the store is the workspace's memory (services/sandbox/agent_memory.py): a
+            # graph compiled with LangGraph's InMemoryStore, as its docs write it, would forget
+            # across processes and share across workspaces.
+            built.store = self._store
         make_tools_durable(built)
         fingerprint = agent_fingerprint(spec, built, target)
         legacy = legacy_fingerprint(spec, built)

@@ -34,6 +34,7 @@ from langgraph.types import Command, StateSnapshot
 from opentelemetry import context as otel_context
 
 from interlock.sdk.runtime import StepRun, step_run
+from services.sandbox.agent_memory import bound_tenant
 from services.sandbox.checkpoint_run import at_the_end, head_extra, known_to_be_new
 from services.sandbox.checkpoint_run import run_scope as checkpoint_run_scope
 from services.sandbox.checkpointer import current_fence
@@ -179,6 +180,16 @@ class AgentRunner:
         # Its checkpoint keeps the execution's steps, so the next run reads them with it (no
         # query by fields).
         index = StepIndex()
+        with bound_tenant(dispatch.project_id, dispatch.workspace_id):
+            return await self._run_in_scope(dispatch, custom_headers, admit, index)
+
+    async def _run_in_scope(
+        self,
+        dispatch: ExecutionDispatched,
+        custom_headers: Mapping[str, str] | None,
+        admit: Admission,
+        index: StepIndex,
+    ) -> tuple[RunOutcome, Attempt | None]:
         async with checkpoint_run_scope(extra=index.kept, guard=index.may_replace):
             outcome, attempt = await self._run(dispatch, custom_headers, index, admit)
             if attempt is not None:

@@ -24,7 +24,15 @@ from shared.events import (
     utc_now,
 )
 
-__all__ = ["AuditEntry", "Decision", "Execution", "ExecutionStatus", "Suspension", "next_deadline"]
+__all__ = [
+    "AuditEntry",
+    "Decision",
+    "Execution",
+    "ExecutionStatus",
+    "RunWebhook",
+    "Suspension",
+    "next_deadline",
+]
 
 SCHEMA_VERSION = 1
 
@@ -80,6 +88,19 @@ class Decision(BaseModel):
     """The owners whose identical approvals made this decision (separation of duties)."""
     discounted_approvers: list[str] | None = None
     """Approvals given but not counted when the quorum completed, each with why."""
+    webhook: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Where to tell that the run this decision resumes has ended (``Execution.webhooks``)."""
+
+
+class RunWebhook(BaseModel):
+    """Where to tell that one run of the execution ended (LangGraph's ``webhook`` of a run):
+    the run that ``epoch`` dispatched, the URL its request gave, and when it was asked for."""
+
+    model_config = ConfigDict(frozen=True)
+
+    epoch: int = Field(ge=1)
+    url: str
+    requested_at: datetime = Field(default_factory=utc_now)
 
 
 class AuditEntry(BaseModel):
@@ -138,6 +159,9 @@ class Execution(BaseModel):
     trace_context: dict[str, str] | None = None
     """The W3C trace context of the request that created the execution: every later run
     segment (a resume days later has a trace of its own) links back to it."""
+    webhooks: list[RunWebhook] = Field(default_factory=list, exclude_if=lambda v: not v)
+    """The runs whose end is to be told to a URL (shared/domain/runs.py ``webhooks_due``); left
+    out of the stored document when none asked, as nearly every execution."""
 
     @property
     def last_decision(self) -> Decision | None:

@@ -47,6 +47,13 @@ class Notification(BaseModel):
     """Decision -> a signed, expiring, single-use link that decides, for the one recipient this
     copy is sent to; set only on the copy a channel sends, never on a stored notification."""
     created_at: AwareDatetime = Field(default_factory=utc_now)
+    webhook_url: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """``run.webhook`` only: the URL the run's request gave (the run webhook channel calls it;
+    ``suspension_id`` is then the run's epoch)."""
+    run: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
+    """``run.webhook`` only: the body LangGraph's server sends, but ``webhook_sent_at``. Both
+    are left out of other notifications, whose webhook body is a contract
+    (docs/notifications.md)."""
 
 
 class DeliveryStatus(StrEnum):

@@ -6,7 +6,7 @@ import random
 from datetime import datetime, timedelta
 from typing import Any
 
-from shared.events import ExecutionSuspended, ReviewDeadlineReached
+from shared.events import ExecutionSuspended, ReviewDeadlineReached, RunWebhookDue
 from shared.notifications.model import Delivery, DeliveryStatus, Notification
 
 BACKOFF_BASE = timedelta(seconds=2)
@@ -42,6 +42,36 @@ def notification_for(
         allowed_decisions=None if actions else event.allowed_decisions,
         actions=actions,
         review_url=f"{review_page.rstrip('/')}/reviews#review={event.execution_id}",
+    )
+
+
+RUN_WEBHOOK_CHANNEL = "run-webhook"
+"""The channel of runs' webhooks (services/notifier/channels/run_webhook.py)."""
+
+
+def run_webhook_delivery(event: RunWebhookDue, public_url: str, now: datetime) -> Delivery:
+    """The one delivery of a run's webhook: its id names the run, so the orchestrator's repeats
+    of the event find it stored (``webhook-id`` is the same on every attempt)."""
+    payload = event.payload
+    notification = Notification(
+        notification_id=f"{event.execution_id}:webhook:{event.epoch}",
+        type="run.webhook",
+        project_id=event.project_id,
+        workspace_id=event.workspace_id,
+        execution_id=event.execution_id,
+        agent=str(payload.get("assistant_id", "")),
+        suspension_id=event.epoch,
+        review_url=f"{public_url.rstrip('/')}/reviews#review={event.execution_id}",
+        webhook_url=event.url,
+        run=dict(payload),
+        created_at=event.occurred_at,
+    )
+    return Delivery(
+        delivery_id=notification.notification_id,
+        project_id=event.project_id,
+        channel=RUN_WEBHOOK_CHANNEL,
+        notification=notification,
+        next_attempt_at=now,
     )
 
 

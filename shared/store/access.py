@@ -101,6 +101,26 @@ THREAD_RETENTION = grant(
     # update), by the sweep and by the handler of thread.delete_requested.
     threads=(FIND, UPDATE),
 )
+MEMORIES = grant(
+    # Agents' memory (shared/store/mongo/memories.py): a put is an upsert by _id, a refreshing
+    # read a bulk update of expiries, a delete by _id. The gateway serves LangGraph's /store
+    # routes; the sandbox hands the store to every graph.
+    agent_memories=(FIND, INSERT, UPDATE, REMOVE),
+)
+MEMORY_EXPIRY = grant(agent_memories=(FIND, REMOVE))  # the sweep: expired items, deleted by _id
+CRONS = grant(
+    # LangGraph's /runs/crons routes (shared/store/mongo/crons.py): a cron is inserted under its
+    # id, changed by a $set of named fields, deleted by _id.
+    crons=(FIND, INSERT, UPDATE, REMOVE),
+)
+CRON_SWEEP = grant(
+    # The orchestrators' sweep (services/orchestrator/crons.py): the crons due (a find), moved
+    # on (an update); a tick's claim inserted under its id, read back while unstarted, marked
+    # started; and the thread each tick runs on, created (an insert, a read on a conflict).
+    crons=(FIND, UPDATE),
+    cron_ticks=(FIND, INSERT, UPDATE),
+    threads=(FIND, INSERT),
+)
 AGENT_VERSION_READS = grant(agent_versions=(FIND,))
 AGENT_VERSION_PUBLISH = grant(agent_versions=(INSERT, UPDATE))  # replace_one, upsert
 PROGRESS_READS = grant(execution_progress=(FIND,))
@@ -159,6 +179,9 @@ INDEXED = (
     "notification_deliveries",
     "threads",
     "spent_links",  # by execution, for erasing
+    "agent_memories",
+    "crons",
+    "cron_ticks",
 )
 """The collections ``ensure_indexes`` gives indexes (creating the collection if need be)."""
 MIGRATIONS = grant(
@@ -187,6 +210,8 @@ PRINCIPALS: dict[str, dict[str, frozenset[str]]] = {
         APPROVALS,
         SPENT_LINKS,
         THREADS,
+        MEMORIES,
+        CRONS,
         AGENT_VERSION_READS,
         PROGRESS_READS,
         NOTIFICATION_READS,
@@ -200,9 +225,17 @@ PRINCIPALS: dict[str, dict[str, frozenset[str]]] = {
         DECISION_CLAIMS,
         ERASURE,  # a deleted thread's ended turns
         THREAD_RETENTION,  # threads past their ttl
+        MEMORY_EXPIRY,  # memory items past their ttl
+        CRON_SWEEP,  # scheduled runs
     ),
     "sandbox": union(
-        EXECUTION_READS, STEPS, ATTEMPTS, PROGRESS_APPENDS, AGENT_VERSION_PUBLISH, CHECKPOINTS
+        EXECUTION_READS,
+        STEPS,
+        ATTEMPTS,
+        PROGRESS_APPENDS,
+        AGENT_VERSION_PUBLISH,
+        CHECKPOINTS,
+        MEMORIES,
     ),
     "notifier": NOTIFICATION_DELIVERY,
     # `interlock store init`, the store-init init container of every pod: the indexes and the

@@ -16,8 +16,10 @@ from shared.store.agent_versions import AgentVersions
 from shared.store.api_keys import ApiKeys
 from shared.store.approvals import ApprovalStore
 from shared.store.attempts import AttemptLedger
+from shared.store.crons import CronStore
 from shared.store.erasure import ExecutionErasure
 from shared.store.links import SpentLinks
+from shared.store.memories import MemoryStore
 from shared.store.notifications import NotificationStore
 from shared.store.progress import ProgressLog
 from shared.store.threads import ThreadStore
@@ -231,6 +233,12 @@ class Store(Protocol):
 
     @property
     def threads(self) -> ThreadStore: ...
+
+    @property
+    def memories(self) -> MemoryStore: ...
+
+    @property
+    def crons(self) -> CronStore: ...
 
     @property
     def erasure(self) -> ExecutionErasure: ...

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import httpx
 
-from services.gateway.langgraph.views import run_id
+from shared.domain.runs import run_id
 from shared.domain.threads import turn_execution_id
 from tests.chaos.invariants import ConversationRecord, Message
 from tests.chaos.workload import TERMINAL, Workload, wait_retry_after

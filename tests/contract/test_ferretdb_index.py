@@ -14,6 +14,7 @@ returns the backend's own query plan: PostgreSQL's `EXPLAIN (FORMAT JSON)` or SQ
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -21,7 +22,8 @@ from bson import ObjectId
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.collection import AsyncCollection
 
-from tests.conftest import unique_name
+from shared.store.memories import Tenant, new_item, prefix_path
+from tests.conftest import throwaway_mongo_store, unique_name
 
 pytestmark = pytest.mark.integration
 
@@ -194,3 +196,29 @@ async def test_the_equality_index_goes_with_its_index_on_postgresql(
     )
     assert "Seq Scan" in [n["Node Type"] for n in nodes]
     assert await statuses.count_documents({"status": "suspended"}) == DOCUMENTS // 100 + 1
+
+
+async def test_a_memory_search_reads_the_prefix_through_an_index_on_postgresql(
+    mongodb_uri: str,
+) -> None:
+    """Agents' memory (shared/store/mongo/memories.py): a search by namespace prefix is one
+    equality on the multikey ``paths``, the leading field of its index, served by the GIN
+    companion (no scan of every tenant's items)."""
+    async with throwaway_mongo_store(mongodb_uri, "memindex") as store:
+        now = datetime.now(UTC)
+        for n in range(DOCUMENTS // 4):
+            tenant = Tenant("p", f"w-{n % 50}")
+            await store.memories.put(
+                new_item(tenant, ("users", f"u-{n}"), "k", {"n": n}, ttl_minutes=None, now=now)
+            )
+        collection = store.database["agent_memories"]
+        wanted = prefix_path(Tenant("p", "w-7"), ("users",))
+        plan = await explain(collection, {"paths": wanted})
+        if backend(plan) == "sqlite":
+            pytest.skip("FerretDB's SQLite backend pushes down only a filter that is `_id` alone")
+        scans = equality_index_scans(plan, "paths")
+        assert [n["Index Name"].endswith("_gin") for n in scans] == [True], plan["queryPlanner"]
+        found = [
+            i async for i in store.memories.search(Tenant("p", "w-7"), ("users",), at_most=None)
+        ]
+        assert len(found) == DOCUMENTS // 4 // 50

@@ -28,6 +28,7 @@ WRITERS = {
     "execution.status": {"orchestrator"},
     "execution.activity": {"orchestrator", "sandbox"},
     "review.deadline": {"orchestrator"},
+    "run.webhook": {"orchestrator"},
     "execution.dead_lettered": {"orchestrator", "sandbox", "notifier"},
 }
 """Who may write each topic: the table in docs/security.md."""
@@ -43,6 +44,7 @@ READERS = {
     "execution.status": set(),
     "execution.activity": {"gateway"},
     "review.deadline": {"notifier"},
+    "run.webhook": {"notifier"},
     "execution.dead_lettered": set(),
 }
 """Who may read each topic. execution.status and the dead letters are for outside systems, which

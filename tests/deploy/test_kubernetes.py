@@ -55,6 +55,7 @@ PROD_SECRETS = {
         "mongodb-uri-notifier",
         "mongodb-uri-migrator",
         "action-link-secret",
+        "run-webhook-secrets",
         "encryption-keys",
         "decision-signing-key",
         "decision-verify-keys",

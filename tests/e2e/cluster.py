@@ -20,6 +20,7 @@ import httpx
 
 from shared.crypto import new_key_entry
 from shared.senders import MessageSigner, new_key_pair
+from tests.langgraph_sdk import webhook_receiver
 from tests.ports import free_port
 
 SERVICES = ("gateway", "orchestrator", "sandbox", "notifier")
@@ -78,6 +79,9 @@ class Cluster:
             # development pair); the orchestrator holds the public half and the producers file.
             **decision_keys(self.run_id),
             "INTERLOCK_DECISION_PRODUCERS_FILE": str(self._write_producers()),
+            # Runs' webhooks signed with the flows' receiver's secret, and let reach it on
+            # loopback (tests/langgraph_sdk/webhook_receiver.py).
+            **webhook_receiver.ENV,
         }
         self.processes: dict[str, list[subprocess.Popen[bytes]]] = {s: [] for s in SERVICES}
         self._log_starts: dict[tuple[str, int], int] = {}
@@ -209,6 +213,13 @@ class Cluster:
         process = self.processes[service][index]
         process.terminate()
         process.wait(timeout=timeout)
+        self._retired.add(process.pid)
+
+    def kill(self, service: str, index: int) -> None:
+        """Kill one replica (SIGKILL: no shutdown of any kind), on purpose: not a failure."""
+        process = self.processes[service][index]
+        process.kill()
+        process.wait(timeout=20)
         self._retired.add(process.pid)
 
     def send_signal(self, service: str, sig: int, index: int = 0) -> None:

@@ -29,6 +29,20 @@ async def test_the_refund_flow(target: flows.Target) -> None:
     await flows.refund_flow(target)
 
 
+async def test_a_fact_remembered_across_threads_through_the_store(target: flows.Target) -> None:
+    await flows.memory_flow(target)
+
+
+async def test_a_runs_webhook_arrives_once_signed_at_its_interrupt_and_its_end(
+    target: flows.Target,
+) -> None:
+    await flows.webhook_flow(target)
+
+
+async def test_a_cron_runs_each_tick_once_with_its_webhook(target: flows.Target) -> None:
+    await flows.cron_flow(target)
+
+
 async def test_the_middleware_answered_approve_edit_reject(target: flows.Target) -> None:
     await flows.middleware_flow(target)
 

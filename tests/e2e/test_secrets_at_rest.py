@@ -12,6 +12,7 @@ is skipped saying so.
 from __future__ import annotations
 
 import json
+import os
 import secrets
 from pathlib import Path
 from typing import Any
@@ -78,12 +79,24 @@ def local_ferretdb_data_dir(uri: str) -> Path:
 
 
 def files_holding(folders: list[Path], needle: str, *, skip: tuple[str, ...] = ()) -> list[Path]:
+    """Every file under ``folders`` whose bytes hold ``needle``.
+
+    The other test workers share the broker and the store, and delete their topics (and the
+    servers recycle their files) while this walks: a file or folder that vanishes mid-walk is
+    not this test's (its own topics live until the test ends) and is passed over."""
     data = needle.encode()
     found = []
     for folder in folders:
-        for path in folder.rglob("*"):
-            if path.is_file() and not path.name.endswith(skip) and data in path.read_bytes():
-                found.append(path)
+        for parent, _, names in os.walk(folder):  # os.walk passes over folders that vanish
+            for name in names:
+                path = Path(parent, name)
+                if name.endswith(skip):
+                    continue
+                try:
+                    if data in path.read_bytes():
+                        found.append(path)
+                except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                    continue
     return found
 
 

@@ -396,6 +396,14 @@ async def test_every_langgraph_route_refuses_a_key_confined_to_another_workspace
         f"{langgraph()}/threads/{victim.thread_id}/state", headers=bearer(victim.owner)
     )
     run_id = state.json()["tasks"][0]["id"]
+    cron = {"assistant_id": REFUND, "schedule": "0 9 1 1 *", "input": REFUND_INPUT}
+    made = await http.post(
+        f"{langgraph()}/runs/crons",
+        json={**cron, "metadata": {"case": "victim-secret"}},
+        headers=bearer(victim.owner),
+    )
+    assert made.status_code == 200, made.text
+    cron_id = made.json()["cron_id"]
     paths = (await http.get("/openapi.json")).json()["paths"]
     prefix = "/langgraph/projects/{project_id}/workspaces/{workspace_id}"
     bodies = {
@@ -407,6 +415,14 @@ async def test_every_langgraph_route_refuses_a_key_confined_to_another_workspace
         "/threads/{thread_id}/state": {"values": {"messages": [{"role": "ai", "content": "x"}]}},
         "/threads/{thread_id}/history": {},
         "/threads/{thread_id}/copy": {},
+        "/store/items": {"namespace": ["facts"], "key": "k", "value": {"hijacked": True}},
+        "/store/items/search": {"namespace_prefix": []},
+        "/store/namespaces": {},
+        "/runs/crons": cron,
+        "/threads/{thread_id}/runs/crons": cron,
+        "/runs/crons/search": {},
+        "/runs/crons/count": {},
+        "/runs/crons/{cron_id}": {"enabled": False},
     }
     resume = {"assistant_id": REFUND, "command": {"resume": "approve"}}
     start = {"assistant_id": REFUND, "input": REFUND_INPUT}
@@ -416,7 +432,11 @@ async def test_every_langgraph_route_refuses_a_key_confined_to_another_workspace
             continue
         route = path.removeprefix(prefix)
         url = langgraph() + route.format(
-            thread_id=victim.thread_id, run=run_id, assistant_id=REFUND, namespace="review"
+            thread_id=victim.thread_id,
+            run=run_id,
+            assistant_id=REFUND,
+            namespace="review",
+            cron_id=cron_id,
         )
         if route in KEYLESS:
             # Answered to anyone, the same for every workspace: nothing of one to learn.
@@ -429,14 +449,18 @@ async def test_every_langgraph_route_refuses_a_key_confined_to_another_workspace
             body = bodies.get(route)
             if method == "post" and body is None:
                 body = start if route.startswith("/runs") else resume
+            query = "?namespace=facts&key=k" if route == "/store/items" else ""
             answer = await http.request(
-                method.upper(), url, json=body, headers=bearer(victim.attacker)
+                method.upper(), url + query, json=body, headers=bearer(victim.attacker)
             )
             problem(answer, 404, "not-found")
             assert "victim-secret" not in answer.text
             tried.append((method, route))
-    assert len(tried) == 27, tried  # with runs.join_stream (issue 34)
+    # With runs.join_stream (issue 34), the store and the crons (issue 36).
+    assert len(tried) == 39, tried
     await still_waiting(http, victim)
+    kept = await http.get(f"{langgraph()}/runs/crons/{cron_id}", headers=bearer(victim.owner))
+    assert kept.json()["enabled"] and kept.json()["metadata"] == {"case": "victim-secret"}
 
 
 # --- finding 7: the assistant a run names -------------------------------------------------------

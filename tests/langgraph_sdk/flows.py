@@ -4,6 +4,7 @@ Nothing here talks to Interlock but through the LangGraph client."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -12,6 +13,8 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
+
+from tests.langgraph_sdk.webhook_receiver import webhook_receiver
 
 REFUND = "refund-approval"
 REFUND_INPUT = {"messages": [{"role": "user", "content": "Refund claim CLM-4821"}]}
@@ -334,3 +337,152 @@ async def conversation_flow(target: Target) -> list[str]:
     assert [t["thread_id"] for t in found] == [copy_id], found
     assert "'seen the note?'" in str((await client.threads.get_state(copy_id))["values"])
     return [thread_id]
+
+
+MEMORY = "memory-notes"
+
+
+async def memory_flow(target: Target) -> None:
+    """LangGraph's cross-thread store: a fact one thread's run stores (before its review) is read
+    by another thread's run and through ``client.store``; resuming the run does not store it
+    again; what the client puts the graph reads; another workspace of the project and another
+    project see none of it; LangGraph's namespace rules are a 400."""
+    client = target.client()
+    facts = ["facts"]
+    first = (await client.threads.create())["thread_id"]
+    asked = await client.runs.wait(
+        first, MEMORY, input={"messages": [{"role": "user", "content": "remember code 4711"}]}
+    )
+    [interrupt] = asked["__interrupt__"]
+    stored = await client.store.get_item(facts, "latest")
+    assert stored["value"] == {"text": "code 4711"} and stored["namespace"] == facts, stored
+    done = await client.runs.wait(
+        first, MEMORY, command={"resume": {interrupt["id"]: {"decision": "approve"}}}
+    )
+    assert last_reply(done) == "noted 'code 4711'; reviewer said approve", done
+    # The node ran again from its first line on resume; its put is a durable step, not redone.
+    assert await client.store.get_item(facts, "latest") == stored
+
+    second = (await client.threads.create())["thread_id"]
+    recalled = await client.runs.wait(
+        second, MEMORY, input={"messages": [{"role": "user", "content": "what do you know?"}]}
+    )
+    assert last_reply(recalled) == "I remember: code 4711", recalled
+    found = await client.store.search_items(facts, filter={"text": "code 4711"})
+    assert [(i["namespace"], i["key"]) for i in found["items"]] == [(facts, "latest")]
+    assert (await client.store.search_items(facts, filter={"text": "other"}))["items"] == []
+    assert (await client.store.list_namespaces(prefix=facts))["namespaces"] == [facts]
+
+    await client.store.put_item(facts, "latest", {"text": "put by the client"})
+    third = await client.runs.wait(
+        None, MEMORY, input={"messages": [{"role": "user", "content": "and now?"}]}
+    )
+    assert last_reply(third) == "I remember: put by the client", third
+
+    sibling_url = target.url.rsplit("/workspaces/", 1)[0] + "/workspaces/memory-elsewhere"
+    sibling = get_client(url=sibling_url, api_key=target.owner, timeout=60)
+    assert await sibling.store.get_item(facts, "latest") is None
+    assert (await sibling.store.search_items([]))["items"] == []
+    assert (await sibling.store.list_namespaces())["namespaces"] == []
+    elsewhere = await sibling.runs.wait(
+        None, MEMORY, input={"messages": [{"role": "user", "content": "what do you know?"}]}
+    )
+    assert last_reply(elsewhere) == "I remember nothing", elsewhere
+    stranger = target.client(target.other_project)
+    await refused(stranger.store.get_item(facts, "latest"), 404)
+    await refused(stranger.store.put_item(facts, "latest", {"text": "overwritten"}), 404)
+
+    problem = await refused(client.store.put_item(["langgraph", "x"], "k", {"v": 1}), 400)
+    assert "reserved" in problem["detail"], problem
+    problem = await refused(client.store.search_items(facts, filter={"n": {"$regex": "."}}), 400)
+    assert "$regex" in problem["detail"], problem
+
+    await client.store.delete_item(facts, "latest")
+    assert await client.store.get_item(facts, "latest") is None
+    forgot = await client.runs.wait(
+        None, MEMORY, input={"messages": [{"role": "user", "content": "anything?"}]}
+    )
+    assert last_reply(forgot) == "I remember nothing", forgot
+
+
+async def webhook_flow(target: Target) -> None:
+    """LangGraph's ``webhook`` of a run: called once per run, signed, after the run stops at its
+    interrupt and after the resumed run ends, with LangGraph's body (the run, its status and the
+    thread's values); a run without one tells nobody. The target signs with the receiver's
+    secret and lets webhooks reach loopback (``webhook_receiver.ENV``)."""
+    client = target.client()
+    async with webhook_receiver() as receiver:
+        thread_id = (await client.threads.create())["thread_id"]
+        first = await client.runs.create(
+            thread_id, REFUND, input=REFUND_INPUT, webhook=receiver.url
+        )
+        [asked] = await receiver.wait_for(1)
+        body = asked.json
+        assert body["run_id"] == first["run_id"] and body["thread_id"] == thread_id, body
+        assert body["assistant_id"] == REFUND and body["status"] == "success", body
+        assert body["execution_status"] == "suspended" and body["interrupts"], body
+        assert any("CLM-4821" in str(m) for m in body["values"]["messages"]), body
+        assert "webhook_sent_at" in body and "error" not in body, body
+        assert asked.signed(), asked.headers
+
+        [interrupt] = (await client.threads.get_state(thread_id))["interrupts"]
+        second = await client.runs.wait(
+            thread_id,
+            REFUND,
+            command={"resume": {interrupt["id"]: {"decision": "approve"}}},
+            webhook=receiver.url,
+        )
+        assert "__interrupt__" not in second, second
+        _, ended = await receiver.wait_for(2)
+        done = ended.json
+        assert done["execution_status"] == "completed" and done["status"] == "success", done
+        assert done["run_id"] != body["run_id"] and done["interrupts"] == [], done
+        assert done["values"]["messages"] == second["messages"], done
+        assert ended.signed() and ended.headers["webhook-id"] != asked.headers["webhook-id"]
+
+        quiet = (await client.threads.create())["thread_id"]
+        await client.runs.wait(quiet, REFUND, input=REFUND_INPUT)
+        # Once each: the orchestrator tells the notifier again with later outcomes, and the
+        # dispatcher polls every second; two polls later nothing more has come.
+        await asyncio.sleep(2.5)
+        assert len(receiver.received) == 2, [r.json for r in receiver.received]
+
+
+async def cron_flow(target: Target) -> None:
+    """LangGraph's crons: a cron every two seconds runs each tick once, on a thread of its own
+    (found by the ``cron_id`` in its metadata), each run's webhook called once, signed; the
+    cron is listed, counted and changed; once deleted, no tick fires."""
+    client = target.client()
+    async with webhook_receiver() as receiver:
+        cron = await client.crons.create(
+            CHAT,
+            schedule="* * * * * */2",
+            input=said("tick"),
+            webhook=receiver.url,
+            on_run_completed="keep",
+            metadata={"flow": "cron"},
+        )
+        cron_id = cron["cron_id"]
+        assert cron["thread_id"] is None and cron["enabled"], cron
+        assert cron_id in [c["cron_id"] for c in await client.crons.search(assistant_id=CHAT)]
+        assert await client.crons.count(assistant_id=CHAT) >= 1
+        ended = await receiver.wait_for(2)
+        updated = await client.crons.update(cron_id, metadata={"flow": "cron", "seen": 2})
+        assert updated["metadata"] == {"flow": "cron", "seen": 2}, updated
+        await client.crons.delete(cron_id)
+        assert cron_id not in [c["cron_id"] for c in await client.crons.search(limit=100)]
+        await asyncio.sleep(1)  # a tick fired just before the delete ends
+        threads = await client.threads.search(metadata={"cron_id": cron_id}, limit=100)
+        ticks = [thread["metadata"]["cron_tick"] for thread in threads]
+        assert len(ticks) == len(set(ticks)) >= 2, ticks
+        for thread in threads:
+            runs = await client.runs.list(thread["thread_id"])
+            assert len(runs) == 1, runs
+        bodies = [call.json for call in ended[:2]]
+        assert all(call.signed() for call in ended), [call.headers for call in ended]
+        assert len({body["run_id"] for body in bodies}) == 2, bodies
+        assert {body["thread_id"] for body in bodies} <= {t["thread_id"] for t in threads}
+        assert all(body["status"] == "success" for body in bodies), bodies
+        await asyncio.sleep(5)  # two ticks and more: none fires
+        after = await client.threads.search(metadata={"cron_id": cron_id}, limit=100)
+        assert len(after) == len(threads), (ticks, after)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.langgraph_sdk import flows
+from tests.langgraph_sdk import flows, webhook_receiver
 from tests.quickstart.test_dev_keys import cli, wait_for_profile
 from tests.quickstart.test_dev_mode import FLOWS_RATE, KEY, Dev
 
@@ -35,7 +35,7 @@ def created_key(folder: Path, project: str, email: str) -> str:
 @pytest.fixture(scope="module")
 def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[flows.Target]:
     folder = tmp_path_factory.mktemp("dev-langgraph")
-    dev = Dev(folder / "data", extra_env=FLOWS_RATE)
+    dev = Dev(folder / "data", extra_env={**FLOWS_RATE, **webhook_receiver.ENV})
     try:
         dev.start()
         wait_for_profile(folder / ".interlock" / "profile.toml")
@@ -51,6 +51,20 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[flows.Target]:
 
 async def test_the_refund_flow(target: flows.Target) -> None:
     await flows.refund_flow(target)
+
+
+async def test_a_fact_remembered_across_threads_through_the_store(target: flows.Target) -> None:
+    await flows.memory_flow(target)
+
+
+async def test_a_runs_webhook_arrives_once_signed_at_its_interrupt_and_its_end(
+    target: flows.Target,
+) -> None:
+    await flows.webhook_flow(target)
+
+
+async def test_a_cron_runs_each_tick_once_with_its_webhook(target: flows.Target) -> None:
+    await flows.cron_flow(target)
 
 
 async def test_the_middleware_answered_approve_edit_reject(target: flows.Target) -> None:

@@ -22,6 +22,7 @@ from services.notifier.app import register as register_notifier
 from services.orchestrator.app import OrchestratorSettings
 from services.orchestrator.app import register as register_orchestrator
 from services.orchestrator.deadlines import DeadlineSweeper
+from services.orchestrator.handlers import Orchestrator
 from services.orchestrator.thread_erasure import saver_eraser
 from services.sandbox.app import SandboxSettings
 from services.sandbox.app import register as register_sandbox
@@ -54,6 +55,8 @@ class World:
     deadline_events: list[dict[str, Any]]
     saver: InMemorySaver
     """The sandbox's checkpoints."""
+    orchestrator: Orchestrator
+    """The orchestrator's handlers (what its sweepers call)."""
 
     def set_clock(self, now: datetime) -> None:
         """What the orchestrator takes for now (deadlines are computed and fired by it)."""
@@ -109,7 +112,7 @@ async def in_process_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> A
         kafka_bootstrap_servers="unused:9092", topic_prefix="mem.", clock_file=clock_file
     )
     saver = InMemorySaver()
-    _, sweeper = register_orchestrator(
+    orchestrator, sweeper = register_orchestrator(
         bus, orchestrator_settings, store, bus, erase_checkpoints=saver_eraser(saver)
     )
     register_sandbox(bus, settings, store, bus, saver)
@@ -148,4 +151,5 @@ async def in_process_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> A
         clock_file,
         deadline_events,
         saver,
+        orchestrator,
     )

@@ -69,7 +69,7 @@ def test_header(document: dict[str, Any]) -> None:
 
 def test_one_channel_per_topic(document: dict[str, Any]) -> None:
     topics = Topics().all()
-    assert len(topics) == 11
+    assert len(topics) == 12
     assert list(document["channels"]) == topics
     for topic, channel in document["channels"].items():
         assert channel["address"] == topic

@@ -186,7 +186,7 @@ async def test_info_and_ok_answer_without_a_key_as_langgraphs_server_does(
         assert body["host"]["project_id"] is None
         assert body["flags"] == {
             "assistants": True,
-            "crons": False,
+            "crons": True,
             "langsmith": False,
             "langsmith_tracing_replicas": False,
             "langsmith_tracing_session_on_runs": False,

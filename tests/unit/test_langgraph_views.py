@@ -15,16 +15,10 @@ from services.gateway.langgraph.requests import (
     review_answer,
     run_request,
 )
-from services.gateway.langgraph.views import (
-    epoch_of_run,
-    result_of,
-    run_id,
-    run_status,
-    segment_done,
-    thread_of,
-)
+from services.gateway.langgraph.views import epoch_of_run, result_of, segment_done
 from services.gateway.problems import Problem
 from shared.domain.execution import Execution, ExecutionStatus, Suspension
+from shared.domain.runs import run_id, run_status, thread_of
 from shared.domain.threads import turn_key
 from shared.events import PendingInterrupt, ResumeCommand, SendTo
 from tests.factories import pending
@@ -249,12 +243,13 @@ def test_a_run_body_needs_an_input_or_a_command_and_refuses_what_it_cannot_honou
     assert again.input is None and again.fork_checkpoint() == "epoch-1"
     for option in (
         {"interrupt_before": ["n"]},
-        {"webhook": "http://x"},
         {"config": {"recursion_limit": 3}},
     ):
         with pytest.raises(Problem) as refused:
             refuse_unsupported(RunRequest.model_validate({"assistant_id": "a", **option}))
         assert refused.value.problem_type == "unsupported-option"
+    # A webhook is served (issue 36): the URL is judged when the run starts (webhook_urls).
+    refuse_unsupported(RunRequest.model_validate({"assistant_id": "a", "webhook": "http://x"}))
     # What the client sends by default passes.
     refuse_unsupported(
         RunRequest.model_validate(

@@ -29,6 +29,7 @@ REFUND = "refund-approval"
 INPUT = {"messages": [{"role": "user", "content": "Refund claim CLM-4821"}]}
 RESUME = {"assistant_id": REFUND, "command": {"resume": "approve"}}
 START = {"assistant_id": REFUND, "input": INPUT}
+CRON = {"assistant_id": REFUND, "schedule": "0 9 * * *", "input": INPUT}
 KEYLESS = {("GET", "/info"), ("GET", "/ok")}
 """Routes that need no key and answer the same for every project and workspace, as on
 LangGraph's server (services/gateway/langgraph/meta.py): nothing of a workspace to learn."""
@@ -44,6 +45,8 @@ class Setup:
     """An owner confined to w2."""
     run_id: str
     """The run of w1's thread that stopped at its interrupt."""
+    cron_id: str
+    """A cron of w1's, which no route may show or change from w2."""
 
     def url(self, workspace: str, path: str) -> str:
         return f"/langgraph/projects/p1/workspaces/{workspace}{path}"
@@ -86,7 +89,15 @@ async def setup(world: World, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[
         assert created.status_code == 200, created.text
         run = await http.post(f"{w1}/threads/{SHARED}/runs", json=START)
         assert run.status_code == 200, run.text
-        yield Setup(http, counting, owner, confined, run.json()["run_id"])
+        # And an item of w1's store, which no route may show w2.
+        put = await http.put(
+            f"{w1}/store/items",
+            json={"namespace": ["facts"], "key": SHARED, "value": {"case": "w1-secret"}},
+        )
+        assert put.status_code == 204, put.text
+        cron = await http.post(f"{w1}/runs/crons", json={**CRON, "metadata": {"case": "w1-secret"}})
+        assert cron.status_code == 200, cron.text
+        yield Setup(http, counting, owner, confined, run.json()["run_id"], cron.json()["cron_id"])
 
 
 def langgraph_routes(http: httpx.AsyncClient) -> set[tuple[str, str]]:
@@ -102,7 +113,9 @@ def langgraph_routes(http: httpx.AsyncClient) -> set[tuple[str, str]]:
     }
 
 
-def calls(thread: str, run: str) -> dict[tuple[str, str], tuple[str, dict[str, Any] | None]]:
+def calls(
+    thread: str, run: str, cron: str
+) -> dict[tuple[str, str], tuple[str, dict[str, Any] | None]]:
     """Every LangGraph route, with a request that would act on ``thread`` if it were here."""
     return {
         ("POST", "/assistants/search"): ("/assistants/search", {}),
@@ -115,6 +128,14 @@ def calls(thread: str, run: str) -> dict[tuple[str, str], tuple[str, dict[str, A
             f"/assistants/{REFUND}/subgraphs/review",
             None,
         ),
+        ("PUT", "/store/items"): (
+            "/store/items",
+            {"namespace": ["facts"], "key": thread, "value": {"case": "x"}},
+        ),
+        ("GET", "/store/items"): (f"/store/items?namespace=facts&key={thread}", None),
+        ("DELETE", "/store/items"): ("/store/items", {"namespace": ["facts"], "key": thread}),
+        ("POST", "/store/items/search"): ("/store/items/search", {"namespace_prefix": ["facts"]}),
+        ("POST", "/store/namespaces"): ("/store/namespaces", {}),
         ("GET", "/info"): ("/info", None),
         ("GET", "/ok"): ("/ok", None),
         ("POST", "/threads"): ("/threads", {"thread_id": thread, "if_exists": "do_nothing"}),
@@ -134,6 +155,13 @@ def calls(thread: str, run: str) -> dict[tuple[str, str], tuple[str, dict[str, A
         ("POST", "/runs"): ("/runs", START),
         ("POST", "/threads/{thread_id}/runs/wait"): (f"/threads/{thread}/runs/wait", RESUME),
         ("POST", "/runs/wait"): ("/runs/wait", START),
+        ("POST", "/runs/crons"): ("/runs/crons", {**CRON, "metadata": {"thread": thread}}),
+        ("POST", "/threads/{thread_id}/runs/crons"): (f"/threads/{thread}/runs/crons", CRON),
+        ("POST", "/runs/crons/search"): ("/runs/crons/search", {}),
+        ("POST", "/runs/crons/count"): ("/runs/crons/count", {}),
+        ("GET", "/runs/crons/{cron_id}"): (f"/runs/crons/{cron}", None),
+        ("PATCH", "/runs/crons/{cron_id}"): (f"/runs/crons/{cron}", {"enabled": False}),
+        ("DELETE", "/runs/crons/{cron_id}"): (f"/runs/crons/{cron}", None),
         ("POST", "/threads/{thread_id}/runs/stream"): (f"/threads/{thread}/runs/stream", RESUME),
         ("POST", "/runs/stream"): ("/runs/stream", START),
         ("GET", "/threads/{thread_id}/runs/{run}"): (f"/threads/{thread}/runs/{run}", None),
@@ -173,17 +201,21 @@ async def assert_w1_untouched(world: World, setup: Setup) -> None:
     thread = await setup.http.get(setup.url("w1", f"/threads/{SHARED}"))
     assert thread.json()["status"] == "interrupted"
     assert thread.json()["metadata"]["case"] == "w1-secret"
+    item = await setup.http.get(setup.url("w1", f"/store/items?namespace=facts&key={SHARED}"))
+    assert item.json()["value"] == {"case": "w1-secret"}, item.text
+    cron = await setup.http.get(setup.url("w1", f"/runs/crons/{setup.cron_id}"))
+    assert cron.json()["enabled"] and cron.json()["metadata"] == {"case": "w1-secret"}, cron.text
 
 
 async def test_every_route_is_covered_here(setup: Setup) -> None:
     """A LangGraph route added later must be added to ``calls`` (and so to the tests below)."""
-    assert langgraph_routes(setup.http) == set(calls(SHARED, setup.run_id))
+    assert langgraph_routes(setup.http) == set(calls(SHARED, setup.run_id, setup.cron_id))
 
 
 async def test_a_confined_key_gets_404_on_every_route_of_another_workspace(
     world: World, setup: Setup
 ) -> None:
-    for route, (path, body) in calls(SHARED, setup.run_id).items():
+    for route, (path, body) in calls(SHARED, setup.run_id, setup.cron_id).items():
         method = route[0]
         answer = await call(setup, setup.confined, "w1", method, path, body)
         if route in KEYLESS:
@@ -206,7 +238,10 @@ async def test_a_thread_id_used_elsewhere_answers_exactly_like_a_free_one(
     """From w2, on every route, ``SHARED`` (w1's) and ``FRESH`` (nobody's) get the same answer,
     once the ids are set aside: no oracle. Runs come before creates (a create makes the id w2's
     too), and stateless routes make threads of their own, compared by status only."""
-    used, free = calls(SHARED, setup.run_id), calls(FRESH, setup.run_id)
+    used, free = (
+        calls(SHARED, setup.run_id, setup.cron_id),
+        calls(FRESH, setup.run_id, setup.cron_id),
+    )
     order = sorted(used, key=lambda route: route == ("POST", "/threads"))
     for route in order:
         method = route[0]

@@ -14,6 +14,7 @@ from services.orchestrator.thread_retention import ThreadRetention
 from shared.domain.execution import ExecutionStatus, new_pending_execution
 from shared.domain.threads import turn_execution_id
 from shared.events import AgentInput, ExecutionRequested, ThreadTurn
+from shared.store.memories import Tenant, new_item
 from shared.store.memory import InMemoryStore
 from shared.store.threads import ThreadRecord
 from tests import factories as f
@@ -143,3 +144,15 @@ async def test_a_deleted_thread_with_a_turn_still_running_stays_due_until_it_end
     assert [r.thread_id for r in await store.threads.expired(T0 + HOURS_LATER, limit=10)] == [
         "racing"
     ]
+
+
+async def test_the_sweep_deletes_memory_items_past_their_ttl_and_no_other() -> None:
+    store = InMemoryStore()
+    tenant = Tenant("p", "w")
+    for key, ttl in (("brief", 1.0), ("kept", None), ("long", 600.0)):
+        await store.memories.put(
+            new_item(tenant, ("facts",), key, {"k": key}, ttl_minutes=ttl, now=T0)
+        )
+    await retention(store, Checkpoints(), T0 + timedelta(minutes=2)).sweep()
+    left = [i.key async for i in store.memories.search(tenant, (), at_most=None)]
+    assert sorted(left) == ["kept", "long"]

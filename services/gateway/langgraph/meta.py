@@ -32,14 +32,14 @@ def _version_of(package: str) -> str | None:
 
 def server_info() -> dict[str, Any]:
     """What ``/info`` answers, in the shape of LangGraph's: the flags say what this server
-    serves (assistants, no crons, no LangSmith), and ``host`` names no project (Agent Inbox then
+    serves (assistants, crons, no LangSmith), and ``host`` names no project (Agent Inbox then
     names its inbox by a UUID of its own, as with LangGraph's local server)."""
     return {
         "version": _version_of("interlock"),
         "langgraph_py_version": _version_of("langgraph"),
         "flags": {
             "assistants": True,
-            "crons": False,
+            "crons": True,
             "langsmith": False,
             "langsmith_tracing_replicas": False,
             "langsmith_tracing_session_on_runs": False,

@@ -105,7 +105,6 @@ def refuse_unsupported(body: RunRequest) -> None:
     set_options = {
         "interrupt_before": body.interrupt_before,
         "interrupt_after": body.interrupt_after,
-        "webhook": body.webhook,
         "after_seconds": body.after_seconds,
         "config": body.config or None,
         "context": body.context or None,

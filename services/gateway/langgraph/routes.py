@@ -40,7 +40,6 @@ from services.gateway.langgraph.views import (
     checkpoint_of,
     result_of,
     run_body,
-    run_id,
     state_of,
     thread_filter,
 )
@@ -48,6 +47,7 @@ from services.gateway.openapi import json_body
 from services.gateway.problems import Problem
 from shared.custom_headers import within_limits
 from shared.domain.execution import Execution, ExecutionStatus
+from shared.domain.runs import run_id
 from shared.events import Identifier
 from shared.store.api_keys import ApiKey, ApiKeys
 

@@ -33,8 +33,9 @@ from fastapi.sse import ServerSentEvent
 from services.gateway.langgraph.requests import StreamOptions
 from services.gateway.langgraph.run_messages import Emitted, MessageModes
 from services.gateway.langgraph.run_trace import NodeTrace
-from services.gateway.langgraph.views import interrupts_of, result_of
+from services.gateway.langgraph.views import result_of
 from shared.domain.execution import Execution, ExecutionStatus
+from shared.domain.runs import interrupts_of
 from shared.store.progress import ProgressEntry, progress_key
 
 FROM_THE_START = "-1"

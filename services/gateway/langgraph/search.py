@@ -19,8 +19,9 @@ from typing import Any, Literal
 
 from services.gateway.conversations import Conversations
 from services.gateway.intake import Intake
-from services.gateway.langgraph.views import STATUSES_OF_THREAD, ThreadView, thread_of
+from services.gateway.langgraph.views import STATUSES_OF_THREAD, ThreadView
 from shared.domain.execution import Execution, ExecutionStatus
+from shared.domain.runs import thread_of
 from shared.store.ports import Store
 from shared.store.threads import ThreadRecord
 

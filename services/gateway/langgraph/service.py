@@ -46,6 +46,7 @@ from services.gateway.langgraph.views import (
 )
 from services.gateway.problems import Problem
 from services.gateway.stream import KEY_REVOKED, StreamBounds
+from shared import webhook_urls
 from shared.domain.execution import Execution, ExecutionStatus
 from shared.domain.principals import Reviewer
 from shared.domain.threads import ThreadBusy, plan_turn, turn_execution_id, turn_number
@@ -89,7 +90,10 @@ class LangGraphService:
         feed: ExecutionFeed,
         bounds: StreamBounds,
         conversations: Conversations | None = None,
+        *,
+        webhooks_private: bool = False,
     ) -> None:
+        self._webhooks_private = webhooks_private
         self._intake = intake
         self._store = store
         self._feed = feed
@@ -100,6 +104,10 @@ class LangGraphService:
     @property
     def intake(self) -> Intake:
         return self._intake
+
+    @property
+    def store(self) -> Store:
+        return self._store
 
     # --- threads --------------------------------------------------------------------------
 
@@ -278,6 +286,8 @@ class LangGraphService:
         it. A thread that does not exist is created for a stateless run or when asked
         (``if_not_exists='create'``). With ``watch``, the run's execution is watched from
         before it starts (nothing it does falls before the watch), for as long as the block."""
+        if body.webhook is not None:
+            await self.check_webhook(body.webhook)
         if body.command is None:
             # Roles first: a key that may not start a run creates no thread either.
             require_role(key, "starting a run", WRITERS)
@@ -297,6 +307,7 @@ class LangGraphService:
                 if body.input is not None
                 else await again_from(self, record, body, fork)
             )
+            turn = dataclasses.replace(turn, webhook=body.webhook)
             async with self._new_turn(scope, record, key, headers, watch, turn) as started:
                 yield started
             return
@@ -314,6 +325,14 @@ class LangGraphService:
         answers_head_of(record, execution, body.fork_checkpoint())
         async with self._watch_if(scope, execution.execution_id, key, watch) as watching:
             yield await self._decide(scope, record, execution, body, key, headers), watching
+
+    async def check_webhook(self, url: str) -> None:
+        """A 422 for a webhook that may not be called (shared/webhook_urls.py), as LangGraph's
+        server answers one, before anything is started."""
+        try:
+            await webhook_urls.check(url, allow_private=self._webhooks_private)
+        except webhook_urls.WebhookUrlRefused as refused:
+            raise Problem(422, "webhook-refused", "Webhook refused", str(refused)) from None
 
     async def _waiting(self, record: ThreadRecord) -> Execution | None:
         """The turn a decision answers, in one read when the turn the thread's hint names waits
@@ -405,6 +424,7 @@ class LangGraphService:
                         headers=headers,
                         kind=turn.kind,
                         as_node=turn.as_node,
+                        webhook=turn.webhook,
                     )
                 except TurnTaken:
                     unread = False
@@ -573,6 +593,7 @@ class LangGraphService:
                 answer=answer,
                 reviewer=reviewer,
                 headers=headers,
+                webhook=body.webhook,
             )
         except ExecutionNotFound:
             raise not_suspended(record.thread_id) from None

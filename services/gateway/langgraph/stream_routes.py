@@ -36,12 +36,12 @@ from services.gateway.langgraph.requests import (
 from services.gateway.langgraph.run_events import RunEvents, parse_event_id
 from services.gateway.langgraph.service import WAIT_SECONDS, LangGraphService, Scope
 from services.gateway.langgraph.streaming import Replay, StreamEnd, run_events
-from services.gateway.langgraph.views import run_id, values_of
 from services.gateway.openapi import json_body
 from services.gateway.problems import Problem
 from shared.custom_headers import within_limits
 from shared.domain.cancellation import still_under_way
 from shared.domain.execution import Execution, ExecutionStatus
+from shared.domain.runs import run_id, values_of
 from shared.errors import InterlockError
 from shared.events import Identifier
 from shared.store.api_keys import ApiKey

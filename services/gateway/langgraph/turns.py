@@ -45,6 +45,8 @@ class NewTurn:
     """The turn starts from ``base`` even when it is None (a fork from the thread's start)."""
     empty: bool = False
     """The thread was created by this request: it has no turn yet."""
+    webhook: str | None = None
+    """Where to tell that the turn's first run ended (LangGraph's ``webhook``)."""
 
 
 async def again_from(

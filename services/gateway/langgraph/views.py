@@ -9,21 +9,21 @@ ids a turn has had (one per resume).
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
 from shared.domain.execution import Execution, ExecutionStatus
-from shared.domain.threads import thread_of_key
-from shared.events import PendingInterrupt
+from shared.domain.runs import (
+    interrupts_of,
+    run_id,
+    run_status,
+    values_of,
+)
 from shared.store.threads import ThreadRecord
 
-RUN_NAMESPACE = uuid.UUID("0d8c3c55-2f5e-4f0c-8f5c-4b8e5d1c7a21")
-
 ThreadStatus = Literal["idle", "busy", "interrupted", "error"]
-RunStatus = Literal["pending", "running", "error", "success", "timeout", "interrupted"]
 
 THREAD_STATUS: dict[ExecutionStatus, ThreadStatus] = {
     ExecutionStatus.PENDING: "busy",
@@ -42,17 +42,6 @@ STATUSES_OF_THREAD: dict[str, tuple[ExecutionStatus, ...]] = {
     thread_status: tuple(s for s, t in THREAD_STATUS.items() if t == thread_status)
     for thread_status in ("busy", "interrupted", "error", "idle")
 }
-
-
-def thread_of(execution: Execution) -> str | None:
-    """The thread an execution is a turn of, or None for a one-off execution."""
-    turn = execution.input.turn
-    return turn.thread_id if turn is not None else thread_of_key(execution.idempotency_key)
-
-
-def run_id(execution_id: str, epoch: int) -> str:
-    """The id of the run that dispatched ``epoch`` (1: the input; each resume the next)."""
-    return str(uuid.uuid5(RUN_NAMESPACE, f"{execution_id}/{epoch}"))
 
 
 def last_run_epoch(execution: Execution, *, decided: bool) -> int:
@@ -87,62 +76,6 @@ def segment_done(execution: Execution, epoch: int | None) -> bool:
     if epoch is None:
         return False
     return execution.status is ExecutionStatus.SUSPENDED and execution.epoch >= epoch
-
-
-def run_status(execution: Execution, epoch: int) -> RunStatus:
-    """A run that stopped at an interrupt succeeded (its thread is interrupted). A cancel moves
-    the epoch on (to fence a run under way), so the run it ended is the one before."""
-    if execution.status is ExecutionStatus.CANCELLED:
-        return "interrupted" if epoch >= execution.epoch - 1 else "success"
-    if epoch < execution.epoch:
-        return "success"
-    if epoch > execution.epoch:
-        # Accepted, not yet dispatched: a new execution, or a decision not yet applied.
-        return "pending"
-    status = execution.status
-    if status in (ExecutionStatus.SUSPENDED, ExecutionStatus.COMPLETED, ExecutionStatus.EXPIRED):
-        return "success"
-    if status is ExecutionStatus.ERROR:
-        return "error"
-    return "pending" if status is ExecutionStatus.PENDING else "running"
-
-
-def interrupts_of(execution: Execution) -> list[dict[str, Any]]:
-    """The pending interrupts as LangGraph shows them: ``{"value", "id"}`` each."""
-    suspension = execution.suspension
-    if execution.status is not ExecutionStatus.SUSPENDED or suspension is None:
-        return []
-    raw = suspension.interrupts or _reconstructed(
-        suspension.interrupt_ids, suspension.suspend_context
-    )
-    return [{"value": i.value, "id": i.interrupt_id} for i in raw]
-
-
-def _reconstructed(ids: list[str], context: dict[str, Any]) -> list[PendingInterrupt]:
-    """Suspensions stored before the raw values were kept: the reviewer's view of them."""
-    if len(ids) == 1:
-        return [PendingInterrupt(interrupt_id=ids[0], value=context)]
-    listed = context.get("interrupts")
-    values = (
-        listed if isinstance(listed, list) and len(listed) == len(ids) else [context] * len(ids)
-    )
-    return [PendingInterrupt(interrupt_id=i, value=v) for i, v in zip(ids, values, strict=True)]
-
-
-def values_of(execution: Execution, earlier: Execution | None = None) -> dict[str, Any]:
-    """The graph's state as last recorded: the result once completed, the state it suspended
-    with; before either, the state of the turn it started from (``earlier``), or its input
-    when it is a thread's first turn."""
-    if execution.status is ExecutionStatus.COMPLETED and isinstance(execution.result, dict):
-        return dict(execution.result)
-    suspension = execution.suspension
-    if suspension is not None and suspension.values is not None:
-        return dict(suspension.values)
-    if execution.stopped_values is not None:
-        return dict(execution.stopped_values)
-    if earlier is not None:
-        return values_of(earlier)
-    return execution.input.graph_input()
 
 
 def result_of(execution: Execution, earlier: Execution | None = None) -> dict[str, Any]:

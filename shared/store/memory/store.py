@@ -12,8 +12,10 @@ from shared.store.memory.agent_versions import InMemoryAgentVersions
 from shared.store.memory.api_keys import InMemoryApiKeys
 from shared.store.memory.approvals import InMemoryApprovals
 from shared.store.memory.attempts import InMemoryAttemptLedger
+from shared.store.memory.crons import InMemoryCrons
 from shared.store.memory.erasure import InMemoryErasure
 from shared.store.memory.links import InMemorySpentLinks
+from shared.store.memory.memories import InMemoryMemories
 from shared.store.memory.notifications import InMemoryNotifications
 from shared.store.memory.progress import InMemoryProgressLog
 from shared.store.memory.threads import InMemoryThreads
@@ -142,6 +144,8 @@ class InMemoryStore:
         self.progress = InMemoryProgressLog()
         self.notifications = InMemoryNotifications()
         self.threads = InMemoryThreads()
+        self.memories = InMemoryMemories()
+        self.crons = InMemoryCrons()
         self.erasure = InMemoryErasure(self)
 
     async def ensure_indexes(self) -> None:

@@ -14,9 +14,11 @@ from shared.store.mongo.agent_versions import MongoAgentVersions
 from shared.store.mongo.api_keys import MongoApiKeys
 from shared.store.mongo.approvals import MongoApprovals
 from shared.store.mongo.attempts import MongoAttemptLedger
+from shared.store.mongo.crons import MongoCrons
 from shared.store.mongo.erasure import MongoErasure
 from shared.store.mongo.executions import MongoDecisionClaims, MongoExecutionStore
 from shared.store.mongo.links import MongoSpentLinks
+from shared.store.mongo.memories import MongoMemories
 from shared.store.mongo.notifications import MongoNotifications
 from shared.store.mongo.progress import MongoProgressLog
 from shared.store.mongo.steps import MongoStepStore
@@ -51,6 +53,8 @@ class MongoStore:
         self.progress = MongoProgressLog(database)
         self.notifications = MongoNotifications(database)
         self.threads = MongoThreads(database)
+        self.memories = MongoMemories(database)
+        self.crons = MongoCrons(database)
         self.erasure = MongoErasure(database)
 
     @classmethod
@@ -96,6 +100,8 @@ class MongoStore:
         await self.progress.ensure_indexes()
         await self.notifications.ensure_indexes()
         await self.threads.ensure_indexes()
+        await self.memories.ensure_indexes()
+        await self.crons.ensure_indexes()
         await self.erasure.ensure_indexes()
 
     async def ping(self) -> None:

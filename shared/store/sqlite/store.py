@@ -8,9 +8,11 @@ from shared.store.sqlite import (
     agent_versions,
     api_keys,
     approvals,
+    crons,
     erasure,
     executions,
     links,
+    memories,
     notifications,
     progress,
     steps,
@@ -36,6 +38,8 @@ class SqliteStore:
         self.progress = progress.SqliteProgressLog(database)
         self.notifications = notifications.SqliteNotifications(database)
         self.threads = threads.SqliteThreads(database)
+        self.memories = memories.SqliteMemories(database)
+        self.crons = crons.SqliteCrons(database)
         self.erasure = erasure.SqliteErasure(database)
 
     @classmethod
@@ -66,6 +70,8 @@ class SqliteStore:
                     progress,
                     notifications,
                     threads,
+                    memories,
+                    crons,
                     erasure,  # its indexes are on the tables above
                 )
             )
