@@ -54,6 +54,7 @@ AGENT = "conversation"
 SWEEPS_OUT_OF_THE_WINDOWS = {
     "INTERLOCK_DEADLINE_POLL_SECONDS": "3600",
     "INTERLOCK_METRICS_POLL_SECONDS": "3600",
+    "INTERLOCK_CRON_POLL_SECONDS": "3600",
     "INTERLOCK_NOTIFICATION_POLL_SECONDS": "60",
 }
 """The periodic sweeps as the command-count test sets them: once at start-up, then hourly (the

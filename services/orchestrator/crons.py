@@ -49,6 +49,9 @@ BATCH = 100
 UNSTARTED_AFTER = timedelta(seconds=10)
 """How long a claim may stay unstarted before another replica starts it: far longer than a
 start takes (a few store writes), so a live claimer is never raced."""
+UNSTARTED_READ_EVERY = UNSTARTED_AFTER / 2
+"""How often a replica looks for claims left unstarted: a find every poll (1 s) would double an
+idle sweep's store commands for what can only turn up ``UNSTARTED_AFTER`` after a crash."""
 
 
 class CronSweeper:
@@ -66,6 +69,7 @@ class CronSweeper:
         self._clock = clock
         self._grace = grace
         self._owner = owner or f"{socket.gethostname()}:{os.getpid()}"
+        self._unstarted_read_at: datetime | None = None
 
     async def run_forever(self, poll_seconds: float) -> None:
         await every(poll_seconds, self.sweep, failed="crons.sweep_failed")
@@ -75,10 +79,13 @@ class CronSweeper:
         started."""
         started = 0
         now = self._clock()
-        for claim in await self._store.crons.unstarted(now - UNSTARTED_AFTER, limit=BATCH):
-            tenant = Tenant(claim.project_id, claim.workspace_id)
-            cron = await self._store.crons.get(tenant, claim.cron_id)
-            started += await self._start(claim, cron)
+        last = self._unstarted_read_at
+        if last is None or now - last >= UNSTARTED_READ_EVERY:
+            self._unstarted_read_at = now
+            for claim in await self._store.crons.unstarted(now - UNSTARTED_AFTER, limit=BATCH):
+                tenant = Tenant(claim.project_id, claim.workspace_id)
+                cron = await self._store.crons.get(tenant, claim.cron_id)
+                started += await self._start(claim, cron)
         for cron in await self._store.crons.due(now, limit=BATCH):
             started += await self._fire(cron, now)
         return started
@@ -157,6 +164,11 @@ class CronSweeper:
             requester_identity=cron.requester_identity,
         )
         pending = new_pending_execution(event, None)
+        # Its audit trail says which cron and tick started it, in the name of the cron's maker.
+        created = pending.audit[0].model_copy(
+            update={"reason": f"tick {claim.tick.isoformat()} of cron {cron.cron_id}"}
+        )
+        pending = pending.model_copy(update={"audit": [created]})
         webhook = cron.payload.get("webhook")
         if isinstance(webhook, str):
             hook = RunWebhook(epoch=1, url=webhook, requested_at=claim.tick)

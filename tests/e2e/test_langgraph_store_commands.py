@@ -84,6 +84,7 @@ async def counting(
             "INTERLOCK_DEADLINE_POLL_SECONDS": HOUR,
             "INTERLOCK_METRICS_POLL_SECONDS": HOUR,
             "INTERLOCK_THREAD_RETENTION_POLL_SECONDS": HOUR,
+            "INTERLOCK_CRON_POLL_SECONDS": HOUR,
             # Read once by the warm-up, then cached through the window.
             "INTERLOCK_AGENT_VERSIONS_CACHE_SECONDS": HOUR,
         }

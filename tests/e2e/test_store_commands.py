@@ -11,8 +11,9 @@ deterministic, so it is asserted exactly; timings belong to the benchmark.
 Nothing periodic may run in the window:
 
 - the orchestrator's deadline and undelivered-request sweeps (``INTERLOCK_DEADLINE_POLL_SECONDS``)
-  and its executions-by-status gauge (``INTERLOCK_METRICS_POLL_SECONDS``, which also paces every
-  process's consumer-lag gauge: Kafka only) run once at start-up and then hourly;
+  its cron sweep (``INTERLOCK_CRON_POLL_SECONDS``) and its executions-by-status gauge
+  (``INTERLOCK_METRICS_POLL_SECONDS``, which also paces every process's consumer-lag gauge:
+  Kafka only) run once at start-up and then hourly;
 - the notifier's delivery poll (``INTERLOCK_NOTIFICATION_POLL_SECONDS``) cannot wait longer than
   a minute, so the window is opened right after one of its polls and must close within the
   minute;
@@ -52,6 +53,7 @@ NOTIFIER_POLL_SECONDS = 60.0
 SWEEPS_OUT_OF_THE_WINDOW = {
     "INTERLOCK_DEADLINE_POLL_SECONDS": HOUR,
     "INTERLOCK_METRICS_POLL_SECONDS": HOUR,
+    "INTERLOCK_CRON_POLL_SECONDS": HOUR,
     "INTERLOCK_NOTIFICATION_POLL_SECONDS": str(int(NOTIFIER_POLL_SECONDS)),
 }
 QUIET_SECONDS = 2.0

@@ -86,6 +86,10 @@ async def test_two_sweepers_fire_each_tick_once(world: World, http: httpx.AsyncC
         assert thread["metadata"]["team"] == "ops"
         runs = (await http.get(f"{W1}/threads/{thread_id}/runs")).json()
         assert len(runs) == 1, runs
+        execution = await world.execution(execution_id_for("p1", "w1", turn_key(thread_id, 1)))
+        first_line = execution.audit[0]
+        assert first_line.actor.endswith(" (o)") and first_line.action == "created", first_line
+        assert first_line.reason == f"tick {tick.isoformat()} of cron {cron['cron_id']}"
     claims = await world.store.crons.claims_of(TENANT, cron["cron_id"])
     assert [c.tick for c in claims] == [first, first + timedelta(seconds=5)]
     assert all(c.started for c in claims)
