@@ -289,6 +289,19 @@ def settled(execution: Json) -> bool:
     return execution.get("status") in SETTLED
 
 
+def past_suspension(generation: int) -> Callable[[Json], bool]:
+    """After a decision on suspension ``generation``: the execution ended, or waits at a later
+    suspension (until the orchestrator applies the decision the gateway still shows this one)."""
+
+    def check(execution: Json) -> bool:
+        if execution.get("status") in TERMINAL:
+            return True
+        later = int(execution.get("generation") or 0) > generation
+        return execution.get("status") == "suspended" and later
+
+    return check
+
+
 def moved_on(previous: Json) -> Callable[[Json], bool]:
     """After a resume: the execution left the suspension that was answered. Until the
     orchestrator applies the decision the gateway still shows that same suspension, so

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from interlock.client import render
-from interlock.client.api import Gateway, Json
+from interlock.client.api import Gateway, Json, past_suspension
 from interlock.client.session import (
     AsJson,
     Key,
@@ -165,6 +165,16 @@ def resume_execution(
     generation: Annotated[
         int | None, typer.Option("--generation", min=1, help="The suspension answered.")
     ] = None,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait/--no-wait",
+            help="Return once the agent has acted on the decision (ended, or at its next review).",
+        ),
+    ] = True,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0, help="Seconds to wait for that (with --wait).")
+    ] = 120.0,
     as_json: AsJson = False,
     url: Url = None,
     key: Key = None,
@@ -172,7 +182,8 @@ def resume_execution(
     workspace: Workspace = None,
     verbose: Verbose = False,
 ) -> None:
-    """Submit a decision for a suspended execution."""
+    """Submit a decision for a suspended execution, and wait until the agent has acted on it
+    (ended, or stopped at its next review): an ``executions get`` after it sees the outcome."""
     body = resume_body(decision, decisions_json)
     optional = {"reviewer_notes": notes, "interrupt_id": interrupt_id, "generation": generation}
     body.update({k: v for k, v in optional.items() if v is not None})
@@ -181,6 +192,12 @@ def resume_execution(
         spinner("Submitting the decision"),
     ):
         accepted = gateway.resume(execution_id, body)
+        if wait and accepted.get("status") != "awaiting_approvals":
+            # What --wait promises is the agent's answer, not its content: a timeout here is
+            # no error (the decision is accepted; `executions get` shows where it is).
+            gateway.wait(
+                execution_id, past_suspension(int(accepted["generation"])), timeout=timeout
+            )
     if as_json:
         render.print_json(out(), accepted)
     else:
