@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 import httpx
@@ -124,8 +124,19 @@ class StatusFeed:
                     self._seen.setdefault(event["execution_id"], []).append(event["status"])
 
 
-async def run_one(http: httpx.AsyncClient, feed: StatusFeed) -> str:
-    """One full execution through the HTTP API: invoke, suspended, approve, completed."""
+async def run_one(
+    http: httpx.AsyncClient,
+    feed: StatusFeed,
+    before_deciding: Callable[[], Awaitable[object]] | None = None,
+) -> str:
+    """One full execution through the HTTP API: invoke, suspended, approve, completed.
+
+    ``before_deciding``: what to wait for between the suspension and the decision. The
+    orchestrator announces a suspension while it writes the execution's head (issue 35: no
+    round trip waits on the other), so a decision sent the instant the announcement arrives can
+    read the head before it is written and repair it from the log (4 commands more: the
+    versions read, the head rewritten). A reviewer answers seconds later, not within that
+    millisecond; the window waits for the processes to settle first, so it counts that path."""
     invoked = await http.post(
         f"/api/v1/projects/{PROJECT}/workspaces/{WORKSPACE}/invoke",
         json={"agent": AGENT, "message": "count the store commands"},
@@ -133,6 +144,8 @@ async def run_one(http: httpx.AsyncClient, feed: StatusFeed) -> str:
     assert invoked.status_code == 202, invoked.text
     execution_id = str(invoked.json()["execution_id"])
     await feed.wait(execution_id, "suspended")
+    if before_deciding is not None:
+        await before_deciding()
     resumed = await http.post(
         f"/api/v1/projects/{PROJECT}/executions/{execution_id}/resume",
         params={"workspace_id": WORKSPACE},
@@ -179,7 +192,9 @@ async def test_one_execution_stays_within_the_store_command_budget(counting: Cou
             )
             before = await settle(metrics, ports, quiet=QUIET_SECONDS, timeout=30)
             began = time.monotonic()
-            execution_id = await run_one(http, feed)
+            execution_id = await run_one(
+                http, feed, lambda: settle(metrics, ports, quiet=QUIET_SECONDS, timeout=30)
+            )
             took = time.monotonic() - began
             after = await settle(metrics, ports, quiet=QUIET_SECONDS, timeout=60)
             closed = time.monotonic() - polled
