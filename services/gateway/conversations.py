@@ -2,18 +2,14 @@
 thread chains its executions). Free of HTTP: the LangGraph API and Interlock's own invoke route
 both start turns here.
 
-Reading where a thread stands is point reads of its turns from the store's hint on
-(``ThreadRecord.turns``): the hinted turn and the one after it at once, and further only when a
-racing writer left the hint behind. Starting a turn is one insert of its execution under the
-turn's key: two requests that read the same latest turn race for one key, and the loser plans
-again from the turn that won.
+Reading where a thread stands is shared/thread_turns.py's. Starting a turn is one insert of its
+execution under the turn's key: two requests that read the same latest turn race for one key,
+and the loser plans again from the turn that won.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-from datetime import datetime, timedelta
 from typing import Literal
 
 import structlog
@@ -21,13 +17,11 @@ import structlog
 from services.gateway.errors import ExecutionNotFound, IdempotencyKeyReused
 from services.gateway.intake import Intake
 from shared.domain.cancellation import AlreadyFinished
-from shared.domain.execution import Execution, ExecutionStatus
+from shared.domain.execution import Execution
 from shared.domain.threads import (
-    MAX_TURN_PROBES,
     TurnPlan,
-    has_run,
-    plan_turn,
-    turn_execution_id,
+    WrongAgent,
+    expiry,
     turn_key,
     turn_number,
 )
@@ -35,13 +29,11 @@ from shared.errors import InterlockError
 from shared.events import AgentInput, BusyThreadPolicy, ThreadTurn, utc_now
 from shared.store.ports import Store
 from shared.store.threads import ThreadRecord
+from shared.thread_turns import ThreadTurns
+
+__all__ = ["RACES", "Conversations", "TurnTaken", "WrongAgent", "expiry"]
 
 log = structlog.get_logger(__name__)
-
-
-def expiry(ttl_minutes: float | None, now: datetime) -> datetime | None:
-    """When a thread with this time to live expires, counted from ``now``."""
-    return None if ttl_minutes is None else now + timedelta(minutes=ttl_minutes)
 
 
 RACES = 5
@@ -56,25 +48,14 @@ class TurnTaken(InterlockError):
     problem_status = 409
 
 
-class WrongAgent(InterlockError):
-    """A turn names another agent than its thread's: a thread is one agent's conversation (its
-    checkpoints are that graph's state)."""
+class Conversations(ThreadTurns):
+    """A thread's turns, read (``ThreadTurns``) and started."""
 
-    problem_type = "assistant-mismatch"
-    problem_title = "Agent does not match the thread"
-    problem_status = 409
-
-    def __init__(self, agent: str) -> None:
-        super().__init__(agent)
-        self.agent = agent
-
-
-class Conversations:
     def __init__(
         self, intake: Intake, store: Store, *, default_ttl_minutes: float | None = None
     ) -> None:
+        super().__init__(store)
         self._intake = intake
-        self._store = store
         self._default_ttl = default_ttl_minutes
 
     def new_thread(
@@ -99,59 +80,6 @@ class Conversations:
             expires_at=expiry(ttl, now),
         )
 
-    async def turn(self, record: ThreadRecord, number: int) -> Execution | None:
-        execution_id = turn_execution_id(
-            record.project_id, record.workspace_id, record.thread_id, number
-        )
-        try:
-            return await self._intake.get(record.project_id, record.workspace_id, execution_id)
-        except ExecutionNotFound:
-            return None
-
-    async def latest(self, record: ThreadRecord) -> Execution | None:
-        """The thread's latest turn (None: it has run nothing). The hint never leads, so the
-        hinted turn exists; the one after it normally does not."""
-        number = max(record.turns, 1)
-        found, following = await asyncio.gather(
-            self.turn(record, number), self.turn(record, number + 1)
-        )
-        if following is None:
-            if found is None and number > 1:
-                # Never expected (a hint is noted after its turn is stored), but a hint ahead of
-                # the turns must not hide them: look back.
-                return await self._before(record, number)
-            return found
-        # The hint trailed (a writer between its insert and its note, or one that lost the
-        # note): read on to the end.
-        latest = following
-        for beyond in range(number + 2, number + 2 + MAX_TURN_PROBES):
-            after = await self.turn(record, beyond)
-            if after is None:
-                break
-            latest = after
-        return latest
-
-    async def _before(self, record: ThreadRecord, number: int) -> Execution | None:
-        for earlier in range(number - 1, max(0, number - 1 - MAX_TURN_PROBES), -1):
-            found = await self.turn(record, earlier)
-            if found is not None:
-                return found
-        return None
-
-    async def plan(self, record: ThreadRecord, agent: str, policy: BusyThreadPolicy) -> TurnPlan:
-        """Where a new input of ``agent`` goes on the thread as it stands now. Raises
-        ``WrongAgent`` and ``ThreadBusy`` (policy ``reject``)."""
-        latest = await self.latest(record)
-        if latest is not None and latest.agent != agent:
-            raise WrongAgent(latest.agent)
-        if latest is None or has_run(latest) or not latest.status.is_terminal:
-            return plan_turn(latest, policy)
-        # The latest turn was cancelled while it waited: the thread is as busy as the turn it
-        # waited for, and the new turn goes after the latest all the same.
-        current = await self.answerable(latest)
-        plan = plan_turn(current, policy)
-        return dataclasses.replace(plan, turn=turn_number(latest) + 1, after=latest.execution_id)
-
     async def earlier(self, execution: Execution, back: int) -> list[Execution]:
         """Up to ``back`` turns before ``execution``, nearest first (the turns of its thread,
         whatever they did)."""
@@ -166,25 +94,6 @@ class Conversations:
         numbers = range(turn.turn - 1, max(0, turn.turn - 1 - back), -1)
         found = await asyncio.gather(*(self.turn(record, n) for n in numbers))
         return [e for e in found if e is not None]
-
-    async def answerable(self, latest: Execution | None) -> Execution | None:
-        """The turn a decision answers: the latest one that ran (a turn queued behind a review
-        waits for that review; one cancelled while it waited never ran)."""
-        execution = latest
-        for _ in range(MAX_TURN_PROBES):
-            if execution is None or execution.input.turn is None:
-                return execution
-            queued = execution.status is ExecutionStatus.PENDING and execution.epoch == 0
-            dropped = execution.status.is_terminal and not has_run(execution)
-            if not (queued or dropped) or execution.input.turn.after is None:
-                return execution
-            try:
-                execution = await self._intake.get(
-                    execution.project_id, execution.workspace_id, execution.input.turn.after
-                )
-            except ExecutionNotFound:
-                return None
-        return execution
 
     async def base(self, execution: Execution) -> Execution | None:
         """The execution a turn starts from, when its own values are not there yet."""

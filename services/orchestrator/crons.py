@@ -13,11 +13,17 @@ and the tick (a stateless cron's thread, and so its execution), so starting it a
 same run, never a second one. A replica that dies before moving the cron on leaves it due: the
 next sweep finds the tick claimed, and moves it on.
 
-Only stateless crons (``crons.create``: a new thread per tick) are fired here; the gateway
-refuses a cron on a thread (docs/langgraph-api.md, "Crons"). A tick's thread is kept when the
-cron says ``on_run_completed="keep"``; otherwise (LangGraph's default, ``"delete"``) it is made
-already expired, and the thread retention sweep (thread_retention.py) deletes it once its run
-has ended.
+A stateless cron's tick (``crons.create``) runs on a thread of its own, derived from the tick.
+That thread is kept when the cron says ``on_run_completed="keep"``; otherwise (LangGraph's
+default, ``"delete"``) it is made already expired, and the thread retention sweep
+(thread_retention.py) deletes it once its run has ended.
+
+A tick of a cron on a thread (``crons.create_for_thread``) is the thread's next turn, planned as
+the gateway plans a run's (shared/thread_turns.py) under the cron's busy-thread policy:
+``enqueue`` queues it after a turn that is running or waiting for a review, ``reject`` skips the
+tick (counted as ``busy``). Its turn's request id is the claim's, so a start cut short between
+storing the turn and marking the claim is found by the next sweep and started, not planned
+again; a run of the thread that takes the planned turn first has the tick plan again.
 """
 
 from __future__ import annotations
@@ -33,19 +39,30 @@ from services.orchestrator.handlers import Orchestrator
 from shared import metrics
 from shared.background import every
 from shared.domain.crons import tick_id, tick_thread_id, tick_to_fire
-from shared.domain.execution import RunWebhook, new_pending_execution
-from shared.domain.threads import execution_id_for, turn_key
+from shared.domain.execution import Execution, RunWebhook, new_pending_execution, request_of
+from shared.domain.threads import (
+    MAX_TURN_PROBES,
+    ThreadBusy,
+    WrongAgent,
+    execution_id_for,
+    expiry,
+    turn_key,
+    turn_number,
+)
 from shared.errors import RejectedMessage
 from shared.events import AgentInput, ExecutionRequested, ThreadTurn
 from shared.graph_input import InputError, graph_state
 from shared.store.crons import CronRecord, Tenant, TickClaim
 from shared.store.ports import Store
 from shared.store.threads import ThreadRecord
+from shared.thread_turns import ThreadTurns
 
 log = structlog.get_logger(__name__)
 
 Clock = Callable[[], datetime]
 BATCH = 100
+RACES = 5
+"""How often a thread tick's turn is planned again after a run of the thread took it first."""
 UNSTARTED_AFTER = timedelta(seconds=10)
 """How long a claim may stay unstarted before another replica starts it: far longer than a
 start takes (a few store writes), so a live claimer is never raced."""
@@ -69,6 +86,7 @@ class CronSweeper:
         self._clock = clock
         self._grace = grace
         self._owner = owner or f"{socket.gethostname()}:{os.getpid()}"
+        self._turns = ThreadTurns(store)
         self._unstarted_read_at: datetime | None = None
 
     async def run_forever(self, poll_seconds: float) -> None:
@@ -85,7 +103,7 @@ class CronSweeper:
             for claim in await self._store.crons.unstarted(now - UNSTARTED_AFTER, limit=BATCH):
                 tenant = Tenant(claim.project_id, claim.workspace_id)
                 cron = await self._store.crons.get(tenant, claim.cron_id)
-                started += await self._start(claim, cron)
+                started += await self._start(claim, cron, repair=True)
         for cron in await self._store.crons.due(now, limit=BATCH):
             started += await self._fire(cron, now)
         return started
@@ -107,7 +125,7 @@ class CronSweeper:
         if firing.tick is not None:
             claim = self._claim_of(cron, firing.tick)
             if await self._store.crons.claim_tick(claim):
-                started = await self._start(claim, cron)
+                started = await self._start(claim, cron, repair=False)
         fields: dict[str, object] = {"next_run_date": firing.next_run_date}
         if cron.end_time is not None and firing.next_run_date > cron.end_time:
             fields["enabled"] = False  # its last tick is behind it
@@ -115,7 +133,15 @@ class CronSweeper:
         return started
 
     def _claim_of(self, cron: CronRecord, tick: datetime) -> TickClaim:
-        thread_id = tick_thread_id(cron.cron_id, tick)
+        if cron.thread_id is not None:
+            # A tick of a cron on a thread is the thread's next turn: which one is known only
+            # when it starts (``_start_turn``).
+            thread_id, execution_id = cron.thread_id, None
+        else:
+            thread_id = tick_thread_id(cron.cron_id, tick)
+            execution_id = execution_id_for(
+                cron.project_id, cron.workspace_id, turn_key(thread_id, 1)
+            )
         return TickClaim(
             claim_id=tick_id(cron.cron_id, tick),
             cron_id=cron.cron_id,
@@ -123,46 +149,78 @@ class CronSweeper:
             workspace_id=cron.workspace_id,
             tick=tick,
             thread_id=thread_id,
-            execution_id=execution_id_for(
-                cron.project_id, cron.workspace_id, turn_key(thread_id, 1)
-            ),
+            execution_id=execution_id,
             claimed_by=self._owner,
             claimed_at=self._clock(),
         )
 
-    async def _start(self, claim: TickClaim, cron: CronRecord | None) -> int:
+    async def _start(self, claim: TickClaim, cron: CronRecord | None, *, repair: bool) -> int:
         """Store and start the tick's execution (again, after a crash: the same one)."""
         if cron is None:
             # Deleted between its claim and its start: the tick fires nothing.
-            await self._store.crons.mark_started(claim.claim_id)
-            return 0
+            return await self._ends(claim, None)
         if not self._orchestrator.knows_agent(cron.assistant_id):
             # Unregistered since the cron was made: the tick starts nothing.
             log.warning("cron.agent_unknown", cron_id=cron.cron_id, agent=cron.assistant_id)
-            await self._store.crons.mark_started(claim.claim_id)
-            metrics.CRON_TICKS.labels("refused").inc()
-            return 0
+            return await self._ends(claim, "refused")
         try:
             given = AgentInput(state=graph_state(cron.payload.get("input") or {}))
         except InputError as exc:
             # Checked when the cron was made; an agent changed since may refuse it now.
             log.warning("cron.input_refused", cron_id=cron.cron_id, why=exc.detail)
-            await self._store.crons.mark_started(claim.claim_id)
-            metrics.CRON_TICKS.labels("refused").inc()
-            return 0
-        turn = ThreadTurn(thread_id=claim.thread_id, turn=1, request_id=claim.claim_id)
-        event = ExecutionRequested(
-            event_id=f"{claim.execution_id}:requested",
-            execution_id=claim.execution_id,
-            correlation_id=claim.execution_id,
+            return await self._ends(claim, "refused")
+        if cron.thread_id is not None:
+            event = await self._start_turn(claim, cron, given, repair=repair)
+            if event is None:
+                return 0
+        else:
+            event = await self._start_thread(claim, cron, given)
+        try:
+            await self._orchestrator.on_scheduled(event)
+        except RejectedMessage as refused:
+            # Its agent was unregistered since: the tick ends here, its execution with it.
+            log.warning("cron.tick_refused", cron_id=cron.cron_id, why=str(refused))
+            return await self._ends(claim, "refused")
+        await self._ends(claim, "fired")
+        log.info(
+            "cron.fired",
+            cron_id=cron.cron_id,
+            tick=claim.tick.isoformat(),
+            execution_id=event.execution_id,
+        )
+        return 1
+
+    async def _ends(self, claim: TickClaim, outcome: str | None) -> int:
+        """The tick is done with (started, or never to start): no sweep looks at it again."""
+        await self._store.crons.mark_started(claim.claim_id)
+        if outcome is not None:
+            metrics.CRON_TICKS.labels(outcome).inc()
+        return 0
+
+    def _request(
+        self, claim: TickClaim, cron: CronRecord, given: AgentInput, turn: ThreadTurn
+    ) -> ExecutionRequested:
+        execution_id = execution_id_for(
+            cron.project_id, cron.workspace_id, turn_key(turn.thread_id, turn.turn)
+        )
+        return ExecutionRequested(
+            event_id=f"{execution_id}:requested",
+            execution_id=execution_id,
+            correlation_id=execution_id,
             project_id=cron.project_id,
             workspace_id=cron.workspace_id,
             agent=cron.assistant_id,
             input=given.model_copy(update={"turn": turn}),
-            idempotency_key=turn_key(claim.thread_id, 1),
+            idempotency_key=turn_key(turn.thread_id, turn.turn),
             requested_by=cron.requested_by,
             requester_identity=cron.requester_identity,
         )
+
+    async def _stored(
+        self, claim: TickClaim, cron: CronRecord, event: ExecutionRequested
+    ) -> tuple[Execution, bool]:
+        """The tick's execution, stored unless its id is taken: the stored one, and whether it
+        was created now."""
         pending = new_pending_execution(event, None)
         # Its audit trail says which cron and tick started it, in the name of the cron's maker.
         created = pending.audit[0].model_copy(
@@ -173,7 +231,16 @@ class CronSweeper:
         if isinstance(webhook, str):
             hook = RunWebhook(epoch=1, url=webhook, requested_at=claim.tick)
             pending = pending.model_copy(update={"webhooks": [hook]})
-        await self._store.executions.create(pending)
+        return await self._store.executions.create(pending)
+
+    async def _start_thread(
+        self, claim: TickClaim, cron: CronRecord, given: AgentInput
+    ) -> ExecutionRequested:
+        """A stateless cron's tick: the first turn of a thread of its own, both derived from the
+        tick, so starting it again starts the same run."""
+        turn = ThreadTurn(thread_id=claim.thread_id, turn=1, request_id=claim.claim_id)
+        event = self._request(claim, cron, given, turn)
+        await self._stored(claim, cron, event)
         # Which cron and tick made the thread: what finds a cron's runs (threads.search).
         metadata = {
             **cron.metadata,
@@ -194,20 +261,72 @@ class CronSweeper:
                 expires_at=None if cron.on_run_completed == "keep" else claim.tick,
             )
         )
-        try:
-            await self._orchestrator.on_scheduled(event)
-        except RejectedMessage as refused:
-            # Its agent was unregistered since: the tick ends here, its execution with it.
-            log.warning("cron.tick_refused", cron_id=cron.cron_id, why=str(refused))
-            await self._store.crons.mark_started(claim.claim_id)
-            metrics.CRON_TICKS.labels("refused").inc()
-            return 0
-        await self._store.crons.mark_started(claim.claim_id)
-        metrics.CRON_TICKS.labels("fired").inc()
-        log.info(
-            "cron.fired",
-            cron_id=cron.cron_id,
-            tick=claim.tick.isoformat(),
-            execution_id=claim.execution_id,
-        )
-        return 1
+        return event
+
+    async def _start_turn(
+        self, claim: TickClaim, cron: CronRecord, given: AgentInput, *, repair: bool
+    ) -> ExecutionRequested | None:
+        """A tick of a cron on a thread: the thread's next turn, placed by the cron's busy-thread
+        policy as a run's is (``enqueue``: after the turn it finds running or waiting for a
+        review; ``reject``: the tick is skipped). Its turn carries the claim's id as its request
+        id, so a tick whose start was cut short finds the turn it stored and starts that one,
+        never a second. None: nothing to start (counted, the claim done with)."""
+        record = await self._store.threads.get(cron.project_id, cron.workspace_id, claim.thread_id)
+        if record is None or record.deleted:
+            log.warning("cron.thread_gone", cron_id=cron.cron_id, thread_id=claim.thread_id)
+            await self._ends(claim, "refused")
+            return None
+        if repair:
+            mine = await self._tick_turn(record, claim)
+            if mine is not None:
+                return request_of(mine)
+        for _ in range(RACES):
+            try:
+                plan = await self._turns.plan(record, cron.assistant_id, cron.multitask_strategy)
+            except ThreadBusy:
+                log.info("cron.thread_busy", cron_id=cron.cron_id, thread_id=claim.thread_id)
+                await self._ends(claim, "busy")
+                return None
+            except WrongAgent as wrong:
+                log.warning("cron.wrong_agent", cron_id=cron.cron_id, thread_agent=wrong.agent)
+                await self._ends(claim, "refused")
+                return None
+            turn = ThreadTurn(
+                thread_id=claim.thread_id,
+                turn=plan.turn,
+                after=plan.after,
+                base=plan.base,
+                policy=cron.multitask_strategy,
+                request_id=claim.claim_id,
+            )
+            event = self._request(claim, cron, given, turn)
+            stored, created = await self._stored(claim, cron, event)
+            if not created and not _is_tick(stored, claim):
+                continue  # a run of the thread took this turn first: plan again
+            await self._store.threads.note_turn(
+                cron.project_id,
+                cron.workspace_id,
+                claim.thread_id,
+                plan.turn,
+                expires_at=expiry(record.ttl_minutes, self._clock()),
+            )
+            return event
+        log.warning("cron.turn_races_lost", cron_id=cron.cron_id, thread_id=claim.thread_id)
+        return None  # left unstarted: a later sweep tries again
+
+    async def _tick_turn(self, record: ThreadRecord, claim: TickClaim) -> Execution | None:
+        """The turn this tick stored before its start was cut short, if any: among the thread's
+        latest turns (others may have come after it)."""
+        latest = await self._turns.latest(record)
+        if latest is None:
+            return None
+        newest = turn_number(latest)
+        for number in range(newest, max(0, newest - MAX_TURN_PROBES), -1):
+            turn = latest if number == newest else await self._turns.turn(record, number)
+            if turn is not None and _is_tick(turn, claim):
+                return turn
+        return None
+
+
+def _is_tick(execution: Execution, claim: TickClaim) -> bool:
+    return execution.input.turn is not None and execution.input.turn.request_id == claim.claim_id

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from shared.domain.execution import Execution, ExecutionStatus
 from shared.errors import InterlockError
@@ -105,6 +106,24 @@ class ThreadBusy(InterlockError):
     def __init__(self, latest: Execution) -> None:
         super().__init__(f"the thread's latest run is {latest.status.value}")
         self.latest = latest
+
+
+def expiry(ttl_minutes: float | None, now: datetime) -> datetime | None:
+    """When a thread with this time to live expires, counted from ``now``."""
+    return None if ttl_minutes is None else now + timedelta(minutes=ttl_minutes)
+
+
+class WrongAgent(InterlockError):
+    """A turn names another agent than its thread's: a thread is one agent's conversation (its
+    checkpoints are that graph's state)."""
+
+    problem_type = "assistant-mismatch"
+    problem_title = "Agent does not match the thread"
+    problem_status = 409
+
+    def __init__(self, agent: str) -> None:
+        super().__init__(agent)
+        self.agent = agent
 
 
 def turn_number(execution: Execution) -> int:

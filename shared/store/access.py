@@ -116,7 +116,8 @@ CRONS = grant(
 CRON_SWEEP = grant(
     # The orchestrators' sweep (services/orchestrator/crons.py): the crons due (a find), moved
     # on (an update); a tick's claim inserted under its id, read back while unstarted, marked
-    # started; and the thread each tick runs on, created (an insert, a read on a conflict).
+    # started; the thread a stateless tick runs on, created (an insert, a read on a conflict);
+    # a thread tick's turn noted on its thread (an update: THREAD_RETENTION's).
     crons=(FIND, UPDATE),
     cron_ticks=(FIND, INSERT, UPDATE),
     threads=(FIND, INSERT),

@@ -91,7 +91,9 @@ class TickClaim(BaseModel):
     project_id: str
     workspace_id: str
     tick: AwareDatetime
-    execution_id: str
+    execution_id: str | None = None
+    """A stateless cron's tick's execution (derived from the tick); None for a cron on a thread,
+    whose tick is the thread's next turn, known once it starts (its request id is the claim's)."""
     thread_id: str
     claimed_by: str
     claimed_at: AwareDatetime = Field(default_factory=utc_now, validate_default=True)

@@ -486,3 +486,37 @@ async def cron_flow(target: Target) -> None:
         await asyncio.sleep(5)  # two ticks and more: none fires
         after = await client.threads.search(metadata={"cron_id": cron_id}, limit=100)
         assert len(after) == len(threads), (ticks, after)
+
+
+async def thread_cron_flow(target: Target) -> None:
+    """``crons.create_for_thread``: every tick is the thread's next turn, seeing the turns
+    before it (the conversation's own replies count them); the cron shows its thread; once it
+    is deleted, the thread takes no more turns."""
+    client = target.client()
+    thread_id = (await client.threads.create())["thread_id"]
+    first = await client.runs.wait(thread_id, CHAT, input=said("hello"))
+    assert last_reply(first).startswith("turn 1: you said 'hello'"), first
+    cron = await client.crons.create_for_thread(
+        thread_id, CHAT, schedule="* * * * * */2", input=said("tick")
+    )
+    assert cron["thread_id"] == thread_id and cron["enabled"], cron
+    assert [c["cron_id"] for c in await client.crons.search(thread_id=thread_id)] == [
+        cron["cron_id"]
+    ]
+    for _ in range(200):
+        if len(await client.runs.list(thread_id, limit=100)) >= 3:
+            break
+        await asyncio.sleep(0.1)
+    await client.crons.delete(cron["cron_id"])
+    await asyncio.sleep(1)  # a tick fired just before the delete ends
+    runs = await client.runs.list(thread_id, limit=100)
+    assert len(runs) >= 3 and all(run["status"] == "success" for run in runs), runs
+    replies = [
+        message["content"]
+        for message in (await client.threads.get_state(thread_id))["values"]["messages"]
+        if message["type"] == "ai"
+    ]
+    ticks = [f"turn {n}: you said 'tick'" for n in range(2, len(runs) + 1)]
+    assert [reply.split(";")[0] for reply in replies[1:]] == ticks, replies
+    await asyncio.sleep(5)  # two ticks and more: none fires
+    assert len(await client.runs.list(thread_id, limit=100)) == len(runs)

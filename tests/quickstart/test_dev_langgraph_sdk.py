@@ -67,6 +67,10 @@ async def test_a_cron_runs_each_tick_once_with_its_webhook(target: flows.Target)
     await flows.cron_flow(target)
 
 
+async def test_a_cron_on_a_thread_runs_each_tick_as_its_next_turn(target: flows.Target) -> None:
+    await flows.thread_cron_flow(target)
+
+
 async def test_the_middleware_answered_approve_edit_reject(target: flows.Target) -> None:
     await flows.middleware_flow(target)
 

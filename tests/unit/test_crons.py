@@ -20,6 +20,7 @@ from services.orchestrator.thread_retention import ThreadRetention
 from shared.domain.crons import tick_id, tick_thread_id
 from shared.domain.execution import ExecutionStatus
 from shared.domain.threads import execution_id_for, turn_key
+from shared.metrics import CRON_TICKS
 from shared.store.api_keys import Role, create_key
 from shared.store.crons import Tenant, TickClaim
 from tests.unit.inprocess import World
@@ -28,6 +29,7 @@ W1 = "/langgraph/projects/p1/workspaces/w1"
 REFUND = "refund-approval"
 INPUT = {"messages": [{"role": "user", "content": "Refund claim CLM-4821"}]}
 EVERY_5S = "* * * * * */5"
+START_BODY = {"assistant_id": REFUND, "input": INPUT}
 TENANT = Tenant("p1", "w1")
 
 
@@ -196,13 +198,128 @@ async def test_a_cron_is_checked_as_its_run_would_be_when_it_is_made(
     assert (await http.post(f"{W1}/runs/crons/count", json={})).json() == 0
 
 
-async def test_a_cron_on_a_thread_is_refused_clearly_not_a_405(http: httpx.AsyncClient) -> None:
-    await http.post(f"{W1}/threads", json={"thread_id": "t1"})
-    refused = await http.post(
-        f"{W1}/threads/t1/runs/crons", json={"assistant_id": REFUND, "schedule": EVERY_5S}
+async def thread_cron(http: httpx.AsyncClient, thread_id: str, **extra: Any) -> dict[str, Any]:
+    created = await http.post(f"{W1}/threads", json={"thread_id": thread_id})
+    assert created.status_code == 200, created.text
+    body = {"assistant_id": REFUND, "schedule": EVERY_5S, "input": INPUT, **extra}
+    response = await http.post(f"{W1}/threads/{thread_id}/runs/crons", json=body)
+    assert response.status_code == 200, response.text
+    cron: dict[str, Any] = response.json()
+    return cron
+
+
+def turn_id(thread_id: str, turn: int) -> str:
+    return execution_id_for("p1", "w1", turn_key(thread_id, turn))
+
+
+async def test_a_thread_crons_ticks_are_its_next_turns_queued_behind_a_review(
+    world: World, http: httpx.AsyncClient
+) -> None:
+    cron = await thread_cron(http, "t1")
+    assert cron["thread_id"] == "t1" and cron["on_run_completed"] is None, cron
+    first = datetime.fromisoformat(cron["next_run_date"])
+    clock = Clock(first + timedelta(milliseconds=300))
+    a, b = sweeper(world, clock, "a"), sweeper(world, clock, "b")
+    assert [await a.sweep(), await b.sweep()] == [1, 0]
+    assert (await world.execution(turn_id("t1", 1))).status is ExecutionStatus.SUSPENDED
+    # The next tick finds turn 1 waiting for its review: enqueue, after it.
+    clock.now += timedelta(seconds=5)
+    assert [await b.sweep(), await a.sweep()] == [1, 0]
+    queued = await world.execution(turn_id("t1", 2))
+    assert queued.status is ExecutionStatus.PENDING and queued.input.turn is not None
+    assert queued.input.turn.after == turn_id("t1", 1)
+    claims = await world.store.crons.claims_of(TENANT, cron["cron_id"])
+    assert [c.claim_id for c in claims] == [
+        tick_id(cron["cron_id"], first),
+        tick_id(cron["cron_id"], first + timedelta(seconds=5)),
+    ]
+    assert queued.input.turn.request_id == claims[1].claim_id and all(c.started for c in claims)
+    assert queued.audit[0].reason == f"tick {claims[1].tick.isoformat()} of cron {cron['cron_id']}"
+    # Its review answered, turn 1 ends and the tick's turn runs, to its own review.
+    await world.decide(turn_id("t1", 1), "approve")
+    assert (await world.execution(turn_id("t1", 1))).status is ExecutionStatus.COMPLETED
+    assert (await world.execution(turn_id("t1", 2))).status is ExecutionStatus.SUSPENDED
+    runs = (await http.get(f"{W1}/threads/t1/runs")).json()
+    assert len(runs) == 3, runs  # turn 1 to its review and on after it, turn 2 to its review
+    thread = (await http.get(f"{W1}/threads/t1")).json()
+    assert thread["status"] == "interrupted" and "cron_id" not in thread["metadata"], thread
+
+
+async def test_reject_skips_a_tick_that_finds_its_thread_busy(
+    world: World, http: httpx.AsyncClient
+) -> None:
+    cron = await thread_cron(http, "t2", multitask_strategy="reject")
+    first = datetime.fromisoformat(cron["next_run_date"])
+    clock = Clock(first + timedelta(milliseconds=300))
+    skipping = sweeper(world, clock, "a")
+    assert await skipping.sweep() == 1
+    busy_before = CRON_TICKS.labels("busy")._value.get()
+    clock.now += timedelta(seconds=5)
+    assert await skipping.sweep() == 0  # turn 1 waits for its review: the tick is skipped
+    assert CRON_TICKS.labels("busy")._value.get() == busy_before + 1
+    assert await world.store.executions.get("p1", turn_id("t2", 2)) is None
+    claims = await world.store.crons.claims_of(TENANT, cron["cron_id"])
+    assert len(claims) == 2 and all(c.started for c in claims)
+    stored = await world.store.crons.get(TENANT, cron["cron_id"])
+    assert stored is not None and stored.next_run_date == first + timedelta(seconds=10)
+
+
+async def test_a_thread_ticks_start_cut_short_starts_its_stored_turn_not_another(
+    world: World, http: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cron = await thread_cron(http, "t3")
+    tick = datetime.fromisoformat(cron["next_run_date"])
+    clock = Clock(tick + timedelta(milliseconds=300))
+
+    async def dies(event: object) -> None:
+        raise ConnectionError("the replica died before it announced the turn")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(world.orchestrator, "on_scheduled", dies)
+        with pytest.raises(ConnectionError):
+            await sweeper(world, clock, "dead").sweep()
+    stored = await world.execution(turn_id("t3", 1))
+    assert stored.status is ExecutionStatus.PENDING and stored.epoch == 0
+    [claim] = await world.store.crons.claims_of(TENANT, cron["cron_id"])
+    assert not claim.started and claim.execution_id is None
+    clock.now = tick + UNSTARTED_AFTER + timedelta(seconds=1)
+    survivor = sweeper(world, clock, "survivor")
+    # The lost tick's stored turn is started (and the ticks due since, one, queued after it).
+    assert await survivor.sweep() == 2
+    assert (await world.execution(turn_id("t3", 1))).status is ExecutionStatus.SUSPENDED
+    later = await world.execution(turn_id("t3", 2))
+    assert later.input.turn is not None and later.input.turn.request_id != claim.claim_id
+    assert await world.store.executions.get("p1", turn_id("t3", 3)) is None
+    assert await world.store.crons.unstarted(clock.now) == []
+
+
+@pytest.mark.parametrize(
+    ("thread", "body", "status", "problem"),
+    [
+        ("nowhere", {}, 404, "thread-not-found"),
+        ("t4", {"multitask_strategy": "interrupt"}, 400, "unsupported-option"),
+        ("t4", {"multitask_strategy": "rollback"}, 400, "unsupported-option"),
+        ("t4", {"assistant_id": "conversation"}, 409, "assistant-mismatch"),
+    ],
+)
+async def test_a_cron_on_a_thread_is_refused_where_its_ticks_could_not_be_turns(
+    world: World,
+    http: httpx.AsyncClient,
+    thread: str,
+    body: dict[str, Any],
+    status: int,
+    problem: str,
+) -> None:
+    await http.post(f"{W1}/threads", json={"thread_id": "t4"})
+    ran = await http.post(
+        f"{W1}/threads/t4/runs/wait", json={"assistant_id": REFUND, "input": INPUT}
     )
-    assert refused.status_code == 400, refused.text
-    assert "not served yet" in refused.json()["detail"]
+    assert ran.status_code == 200, ran.text
+    asked = {"assistant_id": REFUND, "schedule": EVERY_5S, "input": INPUT, **body}
+    refused = await http.post(f"{W1}/threads/{thread}/runs/crons", json=asked)
+    assert refused.status_code == status, refused.text
+    assert refused.json()["type"].endswith(f"/{problem}"), refused.text
+    assert (await http.post(f"{W1}/runs/crons/count", json={})).json() == 0
 
 
 async def erase_nothing(thread_ids: Sequence[str]) -> None:

@@ -2,9 +2,11 @@
 orchestrators (services/orchestrator/crons.py).
 
 The routes and bodies are the Agent Server's: ``POST /runs/crons`` (a cron whose every tick runs
-on a new thread), ``POST /runs/crons/search`` and ``/count``, ``GET``, ``PATCH`` and ``DELETE
-/runs/crons/{cron_id}``. A cron on a thread (``POST /threads/{thread_id}/runs/crons``) is
-refused with a 400 that says so: its ticks would be turns of one conversation, not served yet.
+on a new thread), ``POST /threads/{thread_id}/runs/crons`` (a cron whose every tick is the
+thread's next turn), ``POST /runs/crons/search`` and ``/count``, ``GET``, ``PATCH`` and
+``DELETE /runs/crons/{cron_id}``. A cron on a thread queues its ticks behind a busy thread
+(``enqueue``) or skips them (``reject``); a policy that would cancel the thread's turn is
+refused with a 400 that says so.
 A cron's run is checked as a run is when the cron is made (its agent, its input, its webhook),
 and runs in the name of the key that made it; making, changing and deleting one needs a
 member's or an owner's role (what starting a run needs), reading one any role. A schedule that
@@ -25,13 +27,14 @@ from services.gateway.auth import ANY_ROLE, WRITERS, access, require_role
 from services.gateway.bodies import api_router, json_object
 from services.gateway.langgraph.requests import agent_input, unsupported
 from services.gateway.langgraph.routes import PREFIX, TAGS
-from services.gateway.langgraph.service import LangGraphService, Scope
+from services.gateway.langgraph.service import LangGraphService, Scope, assistant_mismatch
 from services.gateway.openapi import json_body
 from services.gateway.problems import Problem
 from shared.domain.crons import CatchUp, InvalidSchedule, checked_schedule, next_tick
 from shared.events import BusyThreadPolicy, Identifier
 from shared.store.api_keys import ApiKey, ApiKeys
 from shared.store.crons import CronRecord, CronSort, Tenant
+from shared.store.threads import ThreadRecord
 
 RawBody = Annotated[Any, Body(include_in_schema=False)]
 REFUSED_OPTIONS = ("config", "context", "interrupt_before", "interrupt_after")
@@ -159,13 +162,10 @@ def build_cron_router(service: LangGraphService, keys: ApiKeys) -> APIRouter:
             raise Problem(404, "cron-not-found", "Cron not found", f"no cron {cron_id}")
         return cron
 
-    @router.post(
-        f"{PREFIX}/runs/crons", tags=TAGS, openapi_extra=json_body(CronCreate, required=True)
-    )
-    async def create_cron(
-        project_id: Identifier, workspace_id: Identifier, raw: RawBody = None, key: ApiKey = anyone
+    async def made(
+        tenant: Tenant, raw: Any, key: ApiKey, thread: ThreadRecord | None = None
     ) -> dict[str, Any]:
-        """A cron whose every tick runs ``assistant_id`` on a new thread (``crons.create``)."""
+        """The cron the body asks for, stored: every tick on a new thread, or on ``thread``."""
         require_role(key, "creating a cron", WRITERS)
         asked = json_object(raw, CronCreate, required=True)
         refuse_options(asked)
@@ -174,23 +174,27 @@ def build_cron_router(service: LangGraphService, keys: ApiKeys) -> APIRouter:
         except InvalidSchedule as exc:
             raise schedule_problem(exc) from None
         await checked_run(asked.assistant_id, asked.input, asked.webhook)
+        policy: BusyThreadPolicy = asked.multitask_strategy or "enqueue"
+        if thread is not None:
+            await checked_thread(thread, asked.assistant_id, policy)
         now = datetime.now(UTC)
         payload = asked.model_dump(
             include={"input", "metadata", "webhook", "multitask_strategy"}, exclude_none=True
         )
-        policy: BusyThreadPolicy = asked.multitask_strategy or "enqueue"
         cron = CronRecord(
             cron_id=str(uuid.uuid4()),
-            project_id=project_id,
-            workspace_id=workspace_id,
+            project_id=tenant.project_id,
+            workspace_id=tenant.workspace_id,
             assistant_id=asked.assistant_id,
+            thread_id=None if thread is None else thread.thread_id,
             schedule=schedule,
             timezone=asked.timezone,
             end_time=asked.end_time,
             enabled=asked.enabled if asked.enabled is not None else True,
             payload=payload,
             metadata=asked.metadata or {},
-            on_run_completed=asked.on_run_completed or "delete",
+            # A thread's ticks are its turns: the thread is the caller's, never deleted.
+            on_run_completed=(asked.on_run_completed or "delete") if thread is None else None,
             catch_up=asked.catch_up or "run_once",
             multitask_strategy=policy,
             requested_by=key.principal,
@@ -202,20 +206,44 @@ def build_cron_router(service: LangGraphService, keys: ApiKeys) -> APIRouter:
         await crons.create(cron)
         return cron_body(cron)
 
-    @router.post(f"{PREFIX}/threads/{{thread_id}}/runs/crons", tags=TAGS)
+    async def checked_thread(thread: ThreadRecord, agent: str, policy: BusyThreadPolicy) -> None:
+        """A thread's ticks are its turns: of its agent, placed by a policy that cancels
+        nothing (a tick never takes a run or a pending review away)."""
+        if policy in ("interrupt", "rollback"):
+            raise unsupported(
+                f"multitask_strategy={policy!r} on a cron on a thread: a tick cancelling the"
+                " thread's running turn is not served; 'enqueue' (the default) runs the tick"
+                " after it, 'reject' skips the tick (docs/langgraph-api.md, 'Crons')"
+            )
+        latest = await service.conversations.latest(thread)
+        if latest is not None and latest.agent != agent:
+            raise assistant_mismatch(thread.thread_id, latest.agent, agent)
+
+    @router.post(
+        f"{PREFIX}/runs/crons", tags=TAGS, openapi_extra=json_body(CronCreate, required=True)
+    )
+    async def create_cron(
+        project_id: Identifier, workspace_id: Identifier, raw: RawBody = None, key: ApiKey = anyone
+    ) -> dict[str, Any]:
+        """A cron whose every tick runs ``assistant_id`` on a new thread (``crons.create``)."""
+        return await made(Tenant(project_id, workspace_id), raw, key)
+
+    @router.post(
+        f"{PREFIX}/threads/{{thread_id}}/runs/crons",
+        tags=TAGS,
+        openapi_extra=json_body(CronCreate, required=True),
+    )
     async def create_thread_cron(
         project_id: Identifier,
         workspace_id: Identifier,
         thread_id: Identifier,
+        raw: RawBody = None,
         key: ApiKey = anyone,
     ) -> dict[str, Any]:
-        """Refused: a cron whose ticks are turns of one thread is not served yet (a thread
-        that is not the workspace's is a 404 first, as on every thread route)."""
-        await service.thread(Scope(project_id, workspace_id), thread_id)
-        raise unsupported(
-            "a cron on a thread (crons.create_for_thread): not served yet; crons.create runs"
-            " each tick on a thread of its own (docs/langgraph-api.md, 'Crons')"
-        )
+        """A cron whose every tick is a new turn of the thread (``crons.create_for_thread``),
+        placed by ``multitask_strategy`` when the thread is busy."""
+        thread = await service.thread(Scope(project_id, workspace_id), thread_id)
+        return await made(Tenant(project_id, workspace_id), raw, key, thread)
 
     @router.post(
         f"{PREFIX}/runs/crons/search",

@@ -49,7 +49,7 @@ CREATE TABLE IF NOT EXISTS cron_ticks (
     project_id TEXT NOT NULL,
     workspace_id TEXT NOT NULL,
     tick TEXT NOT NULL,
-    execution_id TEXT NOT NULL,
+    execution_id TEXT,
     thread_id TEXT NOT NULL,
     claimed_by TEXT NOT NULL,
     claimed_at TEXT NOT NULL,
