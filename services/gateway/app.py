@@ -21,6 +21,7 @@ from services.gateway.action_links import install_action_links
 from services.gateway.auth import GatewayKeys, request_key_id, warn_if_development_key_present
 from services.gateway.conversations import Conversations
 from services.gateway.cors import cors_middleware, parse_origins
+from services.gateway.crons import crons_router
 from services.gateway.cursors import PageCursors
 from services.gateway.feed import ExecutionFeed
 from services.gateway.http_metrics import HttpMetricsMiddleware
@@ -364,6 +365,7 @@ def install_routes(
     app.include_router(build_assistants_router(registry, store.agent_versions, keys))
     app.include_router(build_store_router(store.memories, keys))
     app.include_router(build_cron_router(langgraph, keys))
+    app.include_router(crons_router(langgraph, keys))
     # /info and /ok, which LangGraph's UIs call first, with or without a key.
     app.include_router(build_meta_router(store))
     # In development the review page offers the development key's project (never the key).

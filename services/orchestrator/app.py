@@ -76,6 +76,9 @@ class OrchestratorSettings(CommonSettings):
     later."""
     cron_poll_seconds: float = Field(default=1.0, gt=0, le=3_600)
     """How often each replica fires the crons due (a cron's tick runs within this of its time)."""
+    cron_ticks_kept_days: float = Field(default=30.0, ge=1, le=3_650)
+    """How long the record of each tick fired (``cron_ticks``, what ``GET .../crons/{id}/ticks``
+    lists) is kept: a tick's run keeps its own audit trail beyond it."""
     cron_catch_up_grace_seconds: float = Field(default=60.0, ge=0, le=86_400)
     """How late a tick may fire and still count as on time: a cron with ``catch_up="skip"``
     fires no tick later than this (ticks missed while no orchestrator ran)."""
@@ -205,6 +208,7 @@ def cron_sweeper(
         orchestrator=orchestrator,
         clock=clock_of(settings),
         grace=timedelta(seconds=settings.cron_catch_up_grace_seconds),
+        claims_kept=timedelta(days=settings.cron_ticks_kept_days),
     )
 
 

@@ -50,7 +50,7 @@ from shared.domain.threads import (
     turn_number,
 )
 from shared.errors import RejectedMessage
-from shared.events import AgentInput, ExecutionRequested, ThreadTurn
+from shared.events import AgentInput, CancelRequested, ExecutionRequested, ThreadTurn
 from shared.graph_input import InputError, graph_state
 from shared.store.crons import CronRecord, Tenant, TickClaim
 from shared.store.ports import Store
@@ -79,12 +79,14 @@ class CronSweeper:
         orchestrator: Orchestrator,
         clock: Clock,
         grace: timedelta = timedelta(seconds=60),
+        claims_kept: timedelta = timedelta(days=30),
         owner: str | None = None,
     ) -> None:
         self._store = store
         self._orchestrator = orchestrator
         self._clock = clock
         self._grace = grace
+        self._claims_kept = claims_kept
         self._owner = owner or f"{socket.gethostname()}:{os.getpid()}"
         self._turns = ThreadTurns(store)
         self._unstarted_read_at: datetime | None = None
@@ -104,6 +106,8 @@ class CronSweeper:
                 tenant = Tenant(claim.project_id, claim.workspace_id)
                 cron = await self._store.crons.get(tenant, claim.cron_id)
                 started += await self._start(claim, cron, repair=True)
+            # A claim per tick fired: a cron every 2 s makes 43,200 a day.
+            await self._store.crons.forget_claims(now - self._claims_kept, limit=BATCH)
         for cron in await self._store.crons.due(now, limit=BATCH):
             started += await self._fire(cron, now)
         return started
@@ -181,7 +185,7 @@ class CronSweeper:
             # Its agent was unregistered since: the tick ends here, its execution with it.
             log.warning("cron.tick_refused", cron_id=cron.cron_id, why=str(refused))
             return await self._ends(claim, "refused")
-        await self._ends(claim, "fired")
+        await self._ends(claim, "fired", event.execution_id)
         log.info(
             "cron.fired",
             cron_id=cron.cron_id,
@@ -190,9 +194,11 @@ class CronSweeper:
         )
         return 1
 
-    async def _ends(self, claim: TickClaim, outcome: str | None) -> int:
+    async def _ends(
+        self, claim: TickClaim, outcome: str | None, execution_id: str | None = None
+    ) -> int:
         """The tick is done with (started, or never to start): no sweep looks at it again."""
-        await self._store.crons.mark_started(claim.claim_id)
+        await self._store.crons.mark_started(claim.claim_id, execution_id)
         if outcome is not None:
             metrics.CRON_TICKS.labels(outcome).inc()
         return 0
@@ -279,6 +285,9 @@ class CronSweeper:
         if repair:
             mine = await self._tick_turn(record, claim)
             if mine is not None:
+                if mine.input.turn is not None and mine.input.turn.after is not None:
+                    # Its replacement may have been cut short too: asked again, it is no-op.
+                    await self._replace(cron, mine, mine.input.turn.after)
                 return request_of(mine)
         for _ in range(RACES):
             try:
@@ -310,9 +319,37 @@ class CronSweeper:
                 plan.turn,
                 expires_at=expiry(record.ttl_minutes, self._clock()),
             )
+            if plan.cancels is not None:
+                # As a run with this policy: the new turn is stored (it waits for the replaced
+                # one's end), then the replaced one is cancelled, its review with it.
+                await self._replace(cron, stored, plan.cancels.execution_id)
             return event
         log.warning("cron.turn_races_lost", cron_id=cron.cron_id, thread_id=claim.thread_id)
         return None  # left unstarted: a later sweep tries again
+
+    async def _replace(self, cron: CronRecord, by: Execution, replaced_id: str) -> None:
+        """Cancel the turn ``by`` replaces, when the cron's policy replaces turns and that turn
+        has not ended; its audit trail says by which tick and why."""
+        if cron.multitask_strategy not in ("interrupt", "rollback"):
+            return
+        kept = "its state is kept" if cron.multitask_strategy == "interrupt" else "rolled back"
+        request = CancelRequested(
+            event_id=f"{replaced_id}:replaced-by:{by.execution_id}",
+            execution_id=replaced_id,
+            correlation_id=replaced_id,
+            project_id=cron.project_id,
+            workspace_id=cron.workspace_id,
+            reason=(
+                f"replaced by turn {turn_number(by)} of its thread, a tick of cron"
+                f" {cron.cron_id} (multitask_strategy={cron.multitask_strategy}): {kept}"
+            ),
+            requested_by=cron.requested_by,
+        )
+        try:
+            await self._orchestrator.cancel_replaced(request)
+        except RejectedMessage:
+            # It ended meanwhile: the new turn starts on what it left.
+            log.info("cron.replaced_ended", execution_id=replaced_id)
 
     async def _tick_turn(self, record: ThreadRecord, claim: TickClaim) -> Execution | None:
         """The turn this tick stored before its start was cut short, if any: among the thread's

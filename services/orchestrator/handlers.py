@@ -410,8 +410,16 @@ class Orchestrator:
             log.warning("cancel.refused", action=judged.action, reason=judged.reason)
             await self._audit_once(loaded[0], event, entry)
             raise RejectedMessage(judged.reason)
-        event = judged
+        await self._cancel(loaded, judged)
 
+    async def cancel_replaced(self, event: CancelRequested) -> None:
+        """Cancel a thread's turn that a cron's tick replaces (``multitask_strategy``
+        ``interrupt`` / ``rollback``, which only an owner may give a cron): on the orchestrator's
+        own authority, called by its cron sweeper, never from the bus. Raises
+        ``RejectedMessage`` when the turn ended meanwhile."""
+        await self._cancel(await self._load(event), event)
+
+    async def _cancel(self, loaded: tuple[Execution, bool], event: CancelRequested) -> None:
         def cancel(current: Execution) -> sm.Outcome:
             try:
                 return sm.on_cancel(current, event)

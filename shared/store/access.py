@@ -119,7 +119,7 @@ CRON_SWEEP = grant(
     # started; the thread a stateless tick runs on, created (an insert, a read on a conflict);
     # a thread tick's turn noted on its thread (an update: THREAD_RETENTION's).
     crons=(FIND, UPDATE),
-    cron_ticks=(FIND, INSERT, UPDATE),
+    cron_ticks=(FIND, INSERT, UPDATE, REMOVE),  # and old started claims deleted by _id
     threads=(FIND, INSERT),
 )
 AGENT_VERSION_READS = grant(agent_versions=(FIND,))

@@ -165,12 +165,25 @@ class CronStore(Protocol):
         """Insert the tick's claim; False when it is claimed already (by anyone)."""
         ...
 
-    async def mark_started(self, claim_id: str) -> None: ...
+    async def mark_started(self, claim_id: str, execution_id: str | None = None) -> None:
+        """Say the tick is done with (started, or never to start); with ``execution_id``, the
+        execution it started (a thread tick's turn, known only then)."""
+        ...
+
+    async def forget_claims(self, claimed_before: datetime, *, limit: int = 100) -> int:
+        """Delete up to ``limit`` claims marked started and made before ``claimed_before``, the
+        oldest first; how many. A claim is consulted only for a tick at or after its cron's
+        ``next_run_date``, which the sweep that claimed the tick moves past it: an old started
+        claim records what was fired (so does the audit trail of the run it started)."""
+        ...
 
     async def unstarted(self, claimed_before: datetime, *, limit: int = 100) -> list[TickClaim]:
         """Claims not marked started, made before ``claimed_before``, oldest first."""
         ...
 
-    async def claims_of(self, tenant: Tenant, cron_id: str) -> Sequence[TickClaim]:
-        """The cron's claims, by tick (what it fired)."""
+    async def claims_of(
+        self, tenant: Tenant, cron_id: str, *, newest: int | None = None
+    ) -> Sequence[TickClaim]:
+        """The cron's claims, by tick (what it fired); with ``newest``, only that many of the
+        latest ticks."""
         ...

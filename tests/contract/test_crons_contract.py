@@ -170,3 +170,29 @@ async def test_a_claim_stays_unstarted_until_marked(store: Store) -> None:
     assert [c.tick for c in await store.crons.unstarted(at + timedelta(seconds=6))] == [second]
     assert [c.started for c in await store.crons.claims_of(MINE, "c-1")] == [True, False]
     await store.crons.mark_started("no-such-claim")  # no error
+    # A thread tick's turn is known once it starts: said with its mark.
+    await store.crons.mark_started(waiting[1].claim_id, "x-turn-7")
+    marked = await store.crons.claims_of(MINE, "c-1")
+    assert [(c.started, c.execution_id) for c in marked] == [
+        (True, waiting[0].execution_id),
+        (True, "x-turn-7"),
+    ]
+    assert [c.tick for c in await store.crons.claims_of(MINE, "c-1", newest=1)] == [second]
+    assert len(await store.crons.claims_of(MINE, "c-1", newest=5)) == 2
+
+
+async def test_old_started_claims_are_forgotten_and_no_other(store: Store) -> None:
+    at = T0.replace(microsecond=0)
+    ticks = [at + timedelta(minutes=n) for n in range(4)]
+    for n, tick in enumerate(ticks):
+        await store.crons.claim_tick(claim("c-1", tick, at=at + timedelta(seconds=n)))
+    claims = await store.crons.claims_of(MINE, "c-1")
+    for old in claims[:3]:
+        await store.crons.mark_started(old.claim_id)
+    # Claims 0, 1 and 2 are started, 3 is not; all but 3 were made before the cut-off.
+    assert await store.crons.forget_claims(at + timedelta(seconds=3), limit=2) == 2
+    assert [c.tick for c in await store.crons.claims_of(MINE, "c-1")] == ticks[2:]
+    assert await store.crons.forget_claims(at + timedelta(seconds=2), limit=10) == 0  # 2 is at it
+    assert await store.crons.forget_claims(at + timedelta(hours=1), limit=10) == 1
+    left = await store.crons.claims_of(MINE, "c-1")
+    assert [(c.tick, c.started) for c in left] == [(ticks[3], False)]  # never an unstarted one

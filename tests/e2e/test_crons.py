@@ -1,7 +1,8 @@
-"""Crons end to end, with ``langgraph-sdk`` only (issue 36, item 2): a cron every two seconds,
-fired by two orchestrator replicas (separate processes, real Kafka and FerretDB), one of them
-killed with SIGKILL half-way; every tick in between runs exactly once, on a thread of its own,
-and nothing runs after the cron is deleted."""
+"""Crons end to end (issue 36, item 2), on separate processes with real Kafka and FerretDB:
+with ``langgraph-sdk`` only, a cron every two seconds fired by two orchestrator replicas, one of
+them killed with SIGKILL half-way; every tick in between runs exactly once, on a thread of its
+own, and nothing runs after the cron is deleted. And through the native API: each tick an
+execution, listed with the tick that started it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from langgraph_sdk import get_client
 
@@ -92,3 +94,54 @@ async def test_each_tick_runs_once_with_two_orchestrators_one_killed_midway(
     # Deleted: no tick after.
     await asyncio.sleep(3 * EVERY.total_seconds())
     assert len(await cron_threads(client, cron_id)) == len(threads)
+
+
+@pytest.mark.timeout(120)
+async def test_the_native_api_schedules_executions_and_lists_what_it_fired(
+    cron_cluster: Cluster,
+) -> None:
+    """The same crons through Interlock's own API: each tick an execution, listed with the
+    tick that started it; the cron seen by langgraph-sdk too."""
+    cluster = cron_cluster
+    key = await cluster.key(PROJECT)
+    crons = f"/api/v1/projects/{PROJECT}/crons"
+    scope = {"workspace_id": WORKSPACE}
+    async with httpx.AsyncClient(
+        base_url=cluster.base_url, headers={"authorization": f"Bearer {key}"}, timeout=30
+    ) as http:
+        made = await http.post(
+            crons,
+            params=scope,
+            json={"agent": CHAT, "schedule": "* * * * * */2", "message": "tick"},
+        )
+        assert made.status_code == 201, made.text
+        cron_id = made.json()["cron_id"]
+        url = f"/langgraph/projects/{PROJECT}/workspaces/{WORKSPACE}"
+        client = get_client(url=f"{cluster.base_url}{url}", api_key=key, timeout=60)
+        assert [c["cron_id"] for c in await client.crons.search()] == [cron_id]
+
+        async def fired() -> list[dict[str, Any]]:
+            listed = await http.get(f"{crons}/{cron_id}/ticks", params=scope)
+            assert listed.status_code == 200, listed.text
+            items: list[dict[str, Any]] = listed.json()["items"]
+            return [tick for tick in items if tick["started"]]
+
+        await eventually(fired, lambda ticks: len(ticks) >= 2, what="two ticks")
+        assert (await http.delete(f"{crons}/{cron_id}", params=scope)).status_code == 204
+        await asyncio.sleep(1)  # a tick fired just before the delete ends
+        ticks = await fired()
+        assert len({t["execution_id"] for t in ticks}) == len(ticks) >= 2, ticks
+        for tick in ticks:
+
+            async def execution(tick: dict[str, Any] = tick) -> dict[str, Any]:
+                found = await http.get(
+                    f"/api/v1/projects/{PROJECT}/executions/{tick['execution_id']}",
+                    params=scope,
+                )
+                body: dict[str, Any] = found.json()
+                return body
+
+            done = await eventually(
+                execution, lambda e: e["status"] == "completed", what="the tick's execution"
+            )
+            assert "you said 'tick'" in str(done["result"]), done

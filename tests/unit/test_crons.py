@@ -297,8 +297,6 @@ async def test_a_thread_ticks_start_cut_short_starts_its_stored_turn_not_another
     ("thread", "body", "status", "problem"),
     [
         ("nowhere", {}, 404, "thread-not-found"),
-        ("t4", {"multitask_strategy": "interrupt"}, 400, "unsupported-option"),
-        ("t4", {"multitask_strategy": "rollback"}, 400, "unsupported-option"),
         ("t4", {"assistant_id": "conversation"}, 409, "assistant-mismatch"),
     ],
 )
@@ -320,6 +318,48 @@ async def test_a_cron_on_a_thread_is_refused_where_its_ticks_could_not_be_turns(
     assert refused.status_code == status, refused.text
     assert refused.json()["type"].endswith(f"/{problem}"), refused.text
     assert (await http.post(f"{W1}/runs/crons/count", json={})).json() == 0
+
+
+@pytest.mark.parametrize("policy", ["interrupt", "rollback"])
+async def test_a_tick_that_replaces_the_threads_turn_cancels_it_and_runs_after_it(
+    world: World, http: httpx.AsyncClient, policy: str
+) -> None:
+    """``interrupt`` / ``rollback``: the tick's turn replaces the one waiting for its review,
+    which is cancelled saying by which cron; the tick's turn runs on the state it stopped at
+    (interrupt) or the state before it (rollback: here the graph's empty state)."""
+    await http.post(f"{W1}/threads", json={"thread_id": "t6"})
+    ran = await http.post(f"{W1}/threads/t6/runs/wait", json={**START_BODY})
+    assert ran.json()["__interrupt__"], ran.text
+    body = {**START_BODY, "schedule": EVERY_5S, "multitask_strategy": policy}
+    made = await http.post(f"{W1}/threads/t6/runs/crons", json=body)
+    assert made.status_code == 200, made.text
+    cron = made.json()
+    clock = Clock(datetime.fromisoformat(cron["next_run_date"]) + timedelta(milliseconds=300))
+    assert await sweeper(world, clock, "a").sweep() == 1
+    replaced = await world.execution(turn_id("t6", 1))
+    assert replaced.status is ExecutionStatus.CANCELLED
+    assert any(
+        f"a tick of cron {cron['cron_id']} (multitask_strategy={policy})" in (line.reason or "")
+        for line in replaced.audit
+    ), replaced.audit
+    tick = await world.execution(turn_id("t6", 2))
+    assert tick.status is ExecutionStatus.SUSPENDED and tick.input.turn is not None
+    assert tick.input.turn.after == turn_id("t6", 1)
+    assert tick.input.turn.base == (turn_id("t6", 1) if policy == "interrupt" else None)
+
+
+async def test_only_an_owner_makes_a_cron_that_replaces_turns(
+    world: World, http: httpx.AsyncClient
+) -> None:
+    _, member = await create_key(
+        world.store.api_keys, project_id="p1", role=Role.MEMBER, name="m", email="m@e.com"
+    )
+    await http.post(f"{W1}/threads", json={"thread_id": "t7"})
+    as_member = {"authorization": f"Bearer {member}"}
+    for policy, status in (("interrupt", 403), ("rollback", 403), ("enqueue", 200)):
+        body = {**START_BODY, "schedule": EVERY_5S, "multitask_strategy": policy}
+        answer = await http.post(f"{W1}/threads/t7/runs/crons", json=body, headers=as_member)
+        assert answer.status_code == status, answer.text
 
 
 async def erase_nothing(thread_ids: Sequence[str]) -> None:
@@ -355,3 +395,23 @@ async def test_a_ticks_thread_is_deleted_once_its_run_ended_unless_the_cron_keep
     assert await retention(clock.now + timedelta(seconds=2)).sweep() == 1
     assert (await http.get(f"{W1}/threads/{deleted_id}")).status_code == 404
     assert (await http.get(f"{W1}/threads/{kept_id}")).json()["status"] == "idle"
+
+
+async def test_the_sweep_forgets_ticks_fired_longer_ago_than_kept(
+    world: World, http: httpx.AsyncClient
+) -> None:
+    cron = await created(http, schedule="0 9 * * *")
+    tick = datetime.fromisoformat(cron["next_run_date"])
+    clock = Clock(tick + timedelta(milliseconds=300))
+    kept = timedelta(days=30)
+    sweeping = CronSweeper(
+        store=world.store, orchestrator=world.orchestrator, clock=clock, claims_kept=kept
+    )
+    assert await sweeping.sweep() == 1
+    clock.now += timedelta(days=29)
+    await sweeping.sweep()  # that day's tick, within the grace: fired too
+    assert len(await world.store.crons.claims_of(TENANT, cron["cron_id"])) == 2
+    clock.now += timedelta(days=2)
+    await sweeping.sweep()
+    left = await world.store.crons.claims_of(TENANT, cron["cron_id"])
+    assert [c.tick for c in left] == [tick + timedelta(days=29), tick + timedelta(days=31)]

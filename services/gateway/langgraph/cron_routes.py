@@ -16,8 +16,6 @@ LangGraph's server.
 
 from __future__ import annotations
 
-import uuid
-from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Response
@@ -25,13 +23,14 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from services.gateway.auth import ANY_ROLE, WRITERS, access, require_role
 from services.gateway.bodies import api_router, json_object
-from services.gateway.langgraph.requests import agent_input, unsupported
+from services.gateway.cron_book import CronAsked, book_of
+from services.gateway.langgraph.requests import unsupported
 from services.gateway.langgraph.routes import PREFIX, TAGS
-from services.gateway.langgraph.service import LangGraphService, Scope, assistant_mismatch
+from services.gateway.langgraph.service import LangGraphService, Scope
 from services.gateway.openapi import json_body
 from services.gateway.problems import Problem
-from shared.domain.crons import CatchUp, InvalidSchedule, checked_schedule, next_tick
-from shared.events import BusyThreadPolicy, Identifier
+from shared.domain.crons import CatchUp, InvalidSchedule
+from shared.events import Identifier
 from shared.store.api_keys import ApiKey, ApiKeys
 from shared.store.crons import CronRecord, CronSort, Tenant
 from shared.store.threads import ThreadRecord
@@ -150,17 +149,7 @@ def build_cron_router(service: LangGraphService, keys: ApiKeys) -> APIRouter:
     anyone = Depends(access(keys, "reading", ANY_ROLE))
     crons = service.store.crons
 
-    async def checked_run(agent: str, given: Any, webhook: str | None) -> None:
-        """The cron's run, checked as a run is now rather than at its first tick."""
-        await service.intake.check_request(agent, agent_input(given or {}))
-        if webhook is not None:
-            await service.check_webhook(webhook)
-
-    async def found(tenant: Tenant, cron_id: str) -> CronRecord:
-        cron = await crons.get(tenant, cron_id)
-        if cron is None:
-            raise Problem(404, "cron-not-found", "Cron not found", f"no cron {cron_id}")
-        return cron
+    book = book_of(service)
 
     async def made(
         tenant: Tenant, raw: Any, key: ApiKey, thread: ThreadRecord | None = None
@@ -169,55 +158,25 @@ def build_cron_router(service: LangGraphService, keys: ApiKeys) -> APIRouter:
         require_role(key, "creating a cron", WRITERS)
         asked = json_object(raw, CronCreate, required=True)
         refuse_options(asked)
-        try:
-            schedule = checked_schedule(asked.schedule, asked.timezone)
-        except InvalidSchedule as exc:
-            raise schedule_problem(exc) from None
-        await checked_run(asked.assistant_id, asked.input, asked.webhook)
-        policy: BusyThreadPolicy = asked.multitask_strategy or "enqueue"
-        if thread is not None:
-            await checked_thread(thread, asked.assistant_id, policy)
-        now = datetime.now(UTC)
-        payload = asked.model_dump(
-            include={"input", "metadata", "webhook", "multitask_strategy"}, exclude_none=True
-        )
-        cron = CronRecord(
-            cron_id=str(uuid.uuid4()),
-            project_id=tenant.project_id,
-            workspace_id=tenant.workspace_id,
-            assistant_id=asked.assistant_id,
-            thread_id=None if thread is None else thread.thread_id,
-            schedule=schedule,
+        wanted = CronAsked(
+            agent=asked.assistant_id,
+            schedule=asked.schedule,
+            input=asked.input,
+            webhook=asked.webhook,
             timezone=asked.timezone,
             end_time=asked.end_time,
             enabled=asked.enabled if asked.enabled is not None else True,
-            payload=payload,
             metadata=asked.metadata or {},
-            # A thread's ticks are its turns: the thread is the caller's, never deleted.
-            on_run_completed=(asked.on_run_completed or "delete") if thread is None else None,
+            on_run_completed=asked.on_run_completed,
             catch_up=asked.catch_up or "run_once",
-            multitask_strategy=policy,
-            requested_by=key.principal,
-            requester_identity=key.identity,
-            next_run_date=next_tick(schedule, now, asked.timezone),
-            created_at=now,
-            updated_at=now,
+            policy=asked.multitask_strategy or "enqueue",
+            policy_given=asked.multitask_strategy is not None,
         )
-        await crons.create(cron)
+        try:
+            cron = await book.create(tenant, wanted, key, thread)
+        except InvalidSchedule as exc:
+            raise schedule_problem(exc) from None
         return cron_body(cron)
-
-    async def checked_thread(thread: ThreadRecord, agent: str, policy: BusyThreadPolicy) -> None:
-        """A thread's ticks are its turns: of its agent, placed by a policy that cancels
-        nothing (a tick never takes a run or a pending review away)."""
-        if policy in ("interrupt", "rollback"):
-            raise unsupported(
-                f"multitask_strategy={policy!r} on a cron on a thread: a tick cancelling the"
-                " thread's running turn is not served; 'enqueue' (the default) runs the tick"
-                " after it, 'reject' skips the tick (docs/langgraph-api.md, 'Crons')"
-            )
-        latest = await service.conversations.latest(thread)
-        if latest is not None and latest.agent != agent:
-            raise assistant_mismatch(thread.thread_id, latest.agent, agent)
 
     @router.post(
         f"{PREFIX}/runs/crons", tags=TAGS, openapi_extra=json_body(CronCreate, required=True)
@@ -287,7 +246,7 @@ def build_cron_router(service: LangGraphService, keys: ApiKeys) -> APIRouter:
     async def get_cron(
         project_id: Identifier, workspace_id: Identifier, cron_id: Identifier, key: ApiKey = anyone
     ) -> dict[str, Any]:
-        return cron_body(await found(Tenant(project_id, workspace_id), cron_id))
+        return cron_body(await book.found(Tenant(project_id, workspace_id), cron_id))
 
     @router.patch(
         f"{PREFIX}/runs/crons/{{cron_id}}",
@@ -306,39 +265,14 @@ def build_cron_router(service: LangGraphService, keys: ApiKeys) -> APIRouter:
         require_role(key, "changing a cron", WRITERS)
         asked = json_object(raw, CronPatch, required=True)
         refuse_options(asked)
-        given = asked.model_dump(exclude_unset=True)
+        given = asked.model_dump(exclude_unset=True, exclude=set(REFUSED_OPTIONS))
         if not given:
             raise Problem(400, "invalid-request", "Invalid request", "the body changes nothing")
-        tenant = Tenant(project_id, workspace_id)
-        cron = await found(tenant, cron_id)
-        now = datetime.now(UTC)
-        fields: dict[str, Any] = {"updated_at": now}
-        for name in ("end_time", "enabled", "on_run_completed", "catch_up", "metadata"):
-            if name in given:
-                fields[name] = getattr(asked, name)
-        if "schedule" in given or "timezone" in given:
-            timezone = asked.timezone if "timezone" in given else cron.timezone
-            try:
-                schedule = checked_schedule(asked.schedule or cron.schedule, timezone)
-            except InvalidSchedule as exc:
-                raise schedule_problem(exc) from None
-            fields |= {
-                "schedule": schedule,
-                "timezone": timezone,
-                "next_run_date": next_tick(schedule, now, timezone),
-            }
-        if {"input", "webhook"} & given.keys():
-            payload = {**cron.payload}
-            for name in ("input", "webhook"):
-                if name in given:
-                    payload[name] = given[name]
-            await checked_run(cron.assistant_id, payload.get("input"), payload.get("webhook"))
-            fields["payload"] = {k: v for k, v in payload.items() if v is not None}
-        if fields.get("metadata") is None:
-            fields.pop("metadata", None)
-        if not await crons.set_fields(tenant, cron_id, fields):
-            raise Problem(404, "cron-not-found", "Cron not found", f"no cron {cron_id}")
-        return cron_body(await found(tenant, cron_id))
+        try:
+            cron = await book.change(Tenant(project_id, workspace_id), cron_id, given)
+        except InvalidSchedule as exc:
+            raise schedule_problem(exc) from None
+        return cron_body(cron)
 
     @router.delete(f"{PREFIX}/runs/crons/{{cron_id}}", tags=TAGS, status_code=204)
     async def delete_cron(
@@ -346,8 +280,7 @@ def build_cron_router(service: LangGraphService, keys: ApiKeys) -> APIRouter:
     ) -> Response:
         """Delete the cron (``crons.delete``): no tick fires after; runs it started go on."""
         require_role(key, "deleting a cron", WRITERS)
-        if not await crons.delete(Tenant(project_id, workspace_id), cron_id):
-            raise Problem(404, "cron-not-found", "Cron not found", f"no cron {cron_id}")
+        await book.delete(Tenant(project_id, workspace_id), cron_id)
         return Response(status_code=204)
 
     return router

@@ -95,10 +95,22 @@ class InMemoryCrons:
         self._claims[claim.claim_id] = claim
         return True
 
-    async def mark_started(self, claim_id: str) -> None:
+    async def mark_started(self, claim_id: str, execution_id: str | None = None) -> None:
         claim = self._claims.get(claim_id)
         if claim is not None:
-            self._claims[claim_id] = claim.model_copy(update={"started": True})
+            started: dict[str, object] = {"started": True}
+            if execution_id is not None:
+                started["execution_id"] = execution_id
+            self._claims[claim_id] = claim.model_copy(update=started)
+
+    async def forget_claims(self, claimed_before: datetime, *, limit: int = 100) -> int:
+        old = sorted(
+            (c for c in self._claims.values() if c.started and c.claimed_at < claimed_before),
+            key=lambda claim: (claim.claimed_at, claim.claim_id),
+        )[:limit]
+        for claim in old:
+            del self._claims[claim.claim_id]
+        return len(old)
 
     async def unstarted(self, claimed_before: datetime, *, limit: int = 100) -> list[TickClaim]:
         waiting = [
@@ -106,8 +118,10 @@ class InMemoryCrons:
         ]
         return sorted(waiting, key=lambda claim: (claim.claimed_at, claim.claim_id))[:limit]
 
-    async def claims_of(self, tenant: Tenant, cron_id: str) -> Sequence[TickClaim]:
-        return sorted(
+    async def claims_of(
+        self, tenant: Tenant, cron_id: str, *, newest: int | None = None
+    ) -> Sequence[TickClaim]:
+        found = sorted(
             (
                 c
                 for c in self._claims.values()
@@ -115,3 +129,4 @@ class InMemoryCrons:
             ),
             key=lambda claim: claim.tick,
         )
+        return found if newest is None else found[max(0, len(found) - newest) :]

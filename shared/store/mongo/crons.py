@@ -5,8 +5,9 @@ A claim is an insert under its id: the one write FerretDB makes atomic, and what
 once. ``set_fields`` is one ``$set`` of the named fields by ``_id`` and tenant, so the sweep
 and a client never undo each other's change. The payload and the metadata are JSON text: a
 client's keys may hold ``.`` or start with ``$``, which FerretDB refuses as document keys. The
-sweep reads the index ``due`` (enabled, next run) and ``unstarted`` (started, claimed at); the
-routes read ``listed`` (the tenant, then the creation time).
+sweep reads the index ``due`` (enabled, next run) and ``unstarted`` (started, claimed at: also
+the old started claims it forgets, found there and deleted by ``_id``); the routes read
+``listed`` (the tenant, then the creation time).
 """
 
 from __future__ import annotations
@@ -148,8 +149,26 @@ class MongoCrons:
             return False
         return True
 
-    async def mark_started(self, claim_id: str) -> None:
-        await self._ticks.update_one({"_id": claim_id}, {"$set": {"started": True}})
+    async def mark_started(self, claim_id: str, execution_id: str | None = None) -> None:
+        started: Document = {"started": True}
+        if execution_id is not None:
+            started["execution_id"] = execution_id
+        await self._ticks.update_one({"_id": claim_id}, {"$set": started})
+
+    async def forget_claims(self, claimed_before: datetime, *, limit: int = 100) -> int:
+        old = [
+            document["_id"]
+            async for document in self._ticks.find(
+                {"started": True, "claimed_at": {"$lt": claimed_before}},
+                {"_id": 1},
+                sort=[("claimed_at", ASCENDING), ("_id", ASCENDING)],
+                limit=limit,
+            )
+        ]
+        if not old:
+            return 0
+        deleted = await self._ticks.delete_many({"_id": {"$in": old}})
+        return deleted.deleted_count
 
     async def unstarted(self, claimed_before: datetime, *, limit: int = 100) -> list[TickClaim]:
         cursor = self._ticks.find(
@@ -159,10 +178,13 @@ class MongoCrons:
         )
         return [_claim(document) async for document in cursor]
 
-    async def claims_of(self, tenant: Tenant, cron_id: str) -> Sequence[TickClaim]:
+    async def claims_of(
+        self, tenant: Tenant, cron_id: str, *, newest: int | None = None
+    ) -> Sequence[TickClaim]:
         cursor = self._ticks.find(
             {"cron_id": cron_id, "project_id": tenant.project_id,
              "workspace_id": tenant.workspace_id},
-            sort=[("tick", ASCENDING)],
+            sort=[("tick", DESCENDING)],
+            limit=newest or 0,
         )  # fmt: skip
-        return [_claim(document) async for document in cursor]
+        return [_claim(document) async for document in cursor][::-1]

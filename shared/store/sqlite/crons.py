@@ -57,6 +57,7 @@ CREATE TABLE IF NOT EXISTS cron_ticks (
 );
 CREATE INDEX IF NOT EXISTS cron_ticks_of ON cron_ticks (cron_id, tick);
 CREATE INDEX IF NOT EXISTS cron_ticks_unstarted ON cron_ticks (claimed_at) WHERE started = 0;
+CREATE INDEX IF NOT EXISTS cron_ticks_started ON cron_ticks (claimed_at) WHERE started = 1;
 """
 
 JSON_COLUMNS = ("payload", "metadata")
@@ -193,8 +194,19 @@ class SqliteCrons:
         )
         return inserted == 1
 
-    async def mark_started(self, claim_id: str) -> None:
-        await self._db.execute("UPDATE cron_ticks SET started = 1 WHERE claim_id = ?", (claim_id,))
+    async def mark_started(self, claim_id: str, execution_id: str | None = None) -> None:
+        await self._db.execute(
+            "UPDATE cron_ticks SET started = 1, execution_id = COALESCE(?, execution_id)"
+            " WHERE claim_id = ?",
+            (execution_id, claim_id),
+        )
+
+    async def forget_claims(self, claimed_before: datetime, *, limit: int = 100) -> int:
+        return await self._db.execute(
+            "DELETE FROM cron_ticks WHERE claim_id IN (SELECT claim_id FROM cron_ticks"
+            " WHERE started = 1 AND claimed_at < ? ORDER BY claimed_at, claim_id LIMIT ?)",
+            (_column(claimed_before), limit),
+        )
 
     async def unstarted(self, claimed_before: datetime, *, limit: int = 100) -> list[TickClaim]:
         rows = await self._db.fetch_all(
@@ -204,10 +216,12 @@ class SqliteCrons:
         )
         return [_claim(row) for row in rows]
 
-    async def claims_of(self, tenant: Tenant, cron_id: str) -> Sequence[TickClaim]:
+    async def claims_of(
+        self, tenant: Tenant, cron_id: str, *, newest: int | None = None
+    ) -> Sequence[TickClaim]:
         rows = await self._db.fetch_all(
             "SELECT * FROM cron_ticks WHERE cron_id = ? AND project_id = ? AND workspace_id = ?"
-            " ORDER BY tick",
-            (cron_id, *tenant),
+            " ORDER BY tick DESC LIMIT ?",
+            (cron_id, *tenant, -1 if newest is None else newest),
         )
-        return [_claim(row) for row in rows]
+        return [_claim(row) for row in reversed(rows)]
